@@ -1,0 +1,111 @@
+"""Command line: ``python -m grpo_lib {make-data,pretrain,eval,train,plot} ...``.
+
+Each subcommand is a thin wrapper around a library function, so everything the CLI does
+can also be done from a notebook or a script.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _make_data(args: argparse.Namespace) -> None:
+    from .tasks import arithmetic
+
+    arithmetic.write_splits(args.out, n_train=args.n_train, n_test=args.n_test, seed=args.seed)
+
+
+def _pretrain(args: argparse.Namespace) -> None:
+    from .pretrain import pretrain_from_args
+
+    pretrain_from_args(args)
+
+
+def _eval(args: argparse.Namespace) -> None:
+    from .evaluation import evaluate
+    from .models import load_model_and_tokenizer
+    from .profiles import profile
+    from .tasks import load_task_split
+
+    P = profile()
+    model, tokenizer = load_model_and_tokenizer(args.model, device=P.device)
+    dataset = load_task_split(args.task, args.split)
+    table = evaluate(model, tokenizer, dataset, n=args.n, batch_size=args.batch_size,
+                     max_new_tokens=args.max_new_tokens, num_samples=args.samples,
+                     temperature=args.temperature, prompt_format=args.prompt_format,
+                     seed=args.seed)
+    print(f"model: {args.model} | task: {args.task}/{args.split} | n={min(args.n, len(dataset))} | {P}")
+    print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    if args.csv:
+        table.to_csv(args.csv)
+        print(f"wrote {args.csv}")
+
+
+def _train(args: argparse.Namespace) -> None:
+    from .trainer import train_from_yaml
+
+    train_from_yaml(args.config, overrides=args.set or [])
+
+
+def _plot(args: argparse.Namespace) -> None:
+    from .plots import plot_run
+
+    path = plot_run(args.run_dir, save=args.out)
+    print(f"wrote {path}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m grpo_lib", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("make-data", help="write the arithmetic train/test splits")
+    p.add_argument("--out", default="data/arithmetic")
+    p.add_argument("--n-train", type=int, default=20000)
+    p.add_argument("--n-test", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_make_data)
+
+    p = sub.add_parser("pretrain", help="pretrain a tiny Qwen2 base model on the designed corpus")
+    p.add_argument("--size", default="tiny", choices=["micro", "tiny", "small"])
+    p.add_argument("--out", default=None, help="checkpoint folder (default data/models/<size>-qwen2-base)")
+    p.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the size's)")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default=None, help="cpu or cuda (default: the profile's)")
+    p.add_argument("--eval-n", type=int, default=500, help="held-out problems for the model card")
+    p.set_defaults(func=_pretrain)
+
+    p = sub.add_parser("eval", help="evaluate a checkpoint with the harness")
+    p.add_argument("--model", required=True, help="checkpoint folder or hub name")
+    p.add_argument("--task", default="arithmetic")
+    p.add_argument("--split", default="test")
+    p.add_argument("--n", type=int, default=500)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--samples", type=int, default=0, help="also sample K completions per prompt")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--prompt-format", default="chat", choices=["chat", "r1_zero"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--csv", default=None)
+    p.set_defaults(func=_eval)
+
+    p = sub.add_parser("train", help="GRPO training from a YAML config")
+    p.add_argument("--config", required=True)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    p.set_defaults(func=_train)
+
+    p = sub.add_parser("plot", help="plot a run directory's metrics.csv")
+    p.add_argument("run_dir")
+    p.add_argument("--out", default=None)
+    p.set_defaults(func=_plot)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
