@@ -1,0 +1,183 @@
+"""Group-relative advantages: GRPO's replacement for a learned critic.
+
+For one prompt the policy samples a *group* of ``G`` outputs ``o_1 .. o_G`` and a rule
+scores them ``r_1 .. r_G``. With outcome supervision every token of output ``i`` gets the
+same advantage (DeepSeekMath, Shao et al. 2024, section 4.1.2):
+
+.. math::
+
+    \\hat A_{i,t} = \\tilde r_i = \\frac{r_i - \\operatorname{mean}(r_1..r_G)}
+                                   {\\operatorname{std}(r_1..r_G)}
+
+The group mean is the baseline (what this prompt earns on average); dividing by the std
+puts easy and hard prompts on one scale. Conventions differ in three places, all knobs
+here:
+
+* ``scale`` — ``"group"`` divides by the group's std (DeepSeekMath, TRL's default);
+  ``"batch"`` keeps the group mean but divides by the std of the whole batch (TRL
+  ``scale_rewards="batch"``); ``"none"`` does not divide at all (Dr. GRPO,
+  Liu et al. 2025, which argues the std division biases toward too-easy and too-hard
+  prompts).
+* ``std`` — ``"sample"`` is the unbiased std (divide by ``G - 1``), what TRL uses;
+  ``"population"`` divides by ``G`` (``numpy.std``), what the GRPO-Zero code in the seed
+  tutorial uses. For G = 4 the two differ by a factor ``sqrt(4/3) = 1.1547``.
+* ``eps`` — added to the std (TRL and GRPO-Zero both use ``1e-4``) so that a group whose
+  rewards are all equal gets advantages of exactly 0 instead of 0/0.
+
+Groups are contiguous: a batch of ``B = num_prompts * G`` rewards is ordered
+``[p0]*G + [p1]*G + ...`` (see ARCHITECTURE.md).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+SCALES = ("group", "batch", "none")
+STDS = ("sample", "population")
+
+
+def _as_reward_tensor(rewards: Sequence[float] | np.ndarray | torch.Tensor) -> torch.Tensor:
+    """Turn a list / array / tensor of rewards into a 1-D floating tensor, checking values."""
+    if isinstance(rewards, torch.Tensor):
+        r = rewards.detach()
+        if not torch.is_floating_point(r):
+            r = r.to(torch.get_default_dtype())
+    else:
+        try:
+            r = torch.as_tensor(np.asarray(rewards, dtype=np.float64))
+        except (TypeError, ValueError) as err:
+            raise TypeError(
+                f"rewards must be a list, numpy array or tensor of numbers; could not convert "
+                f"{type(rewards).__name__} ({err}). Pass e.g. [0.1, 1.1, 1.0, 0.1]."
+            ) from None
+        r = r.to(torch.get_default_dtype())
+    if r.ndim != 1:
+        raise ValueError(
+            f"rewards must be 1-D (one reward per completion, groups contiguous), got shape "
+            f"{tuple(r.shape)}. Flatten it first: rewards.reshape(-1)."
+        )
+    if r.numel() == 0:
+        raise ValueError("rewards is empty: there is nothing to normalise. Pass at least one "
+                         "group of G >= 2 rewards.")
+    bad = (~torch.isfinite(r)).nonzero().flatten().tolist()
+    if bad:
+        shown = ", ".join(f"{i}: {r[i].item()}" for i in bad[:10])
+        more = f" (and {len(bad) - 10} more)" if len(bad) > 10 else ""
+        raise ValueError(
+            f"rewards contain NaN or infinite values at positions {{{shown}}}{more}. "
+            f"A reward function must return a finite number for every completion "
+            f"(0.0 for a malformed one); fix or filter those completions first."
+        )
+    return r
+
+
+def _check_group_size(n: int, group_size: int) -> None:
+    if not isinstance(group_size, (int, np.integer)) or isinstance(group_size, bool):
+        raise TypeError(f"group_size must be an int, got {group_size!r}.")
+    if group_size < 2:
+        raise ValueError(
+            f"group_size={group_size}: a group of size 1 has no baseline (its mean is its own "
+            f"reward, so every advantage would be 0 and nothing would be learned). GRPO needs "
+            f"G >= 2 completions per prompt; use num_generations >= 2 (the papers use 4-64)."
+        )
+    if n % group_size != 0:
+        raise ValueError(
+            f"{n} rewards cannot be split into groups of {group_size} ({n} % {group_size} = "
+            f"{n % group_size}). Pass num_prompts * G rewards, each prompt's G completions "
+            f"contiguous."
+        )
+
+
+def _std(x: torch.Tensor, std: str, dim: int | None = None) -> torch.Tensor:
+    if std not in STDS:
+        raise ValueError(f"std={std!r} is not one of {STDS}: 'sample' divides by G - 1 "
+                         f"(TRL), 'population' by G (numpy.std, GRPO-Zero).")
+    correction = 1 if std == "sample" else 0
+    if dim is None:
+        return x.std(correction=correction)
+    return x.std(dim=dim, correction=correction, keepdim=True)
+
+
+def group_stats(
+    rewards: Sequence[float] | np.ndarray | torch.Tensor,
+    group_size: int,
+    std: str = "sample",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-group mean and standard deviation of the rewards (for display and logging).
+
+    .. math::
+
+        \\mu_g = \\frac1G \\sum_{i \\in g} r_i, \\qquad
+        \\sigma_g = \\sqrt{\\frac{1}{G - c} \\sum_{i \\in g} (r_i - \\mu_g)^2}
+
+    with ``c = 1`` for ``std="sample"`` and ``c = 0`` for ``std="population"``.
+
+    Returns ``(mean, std)``, each of shape ``[num_groups]``.
+    """
+    r = _as_reward_tensor(rewards)  # [B]
+    _check_group_size(r.numel(), group_size)
+    grouped = r.view(-1, group_size)  # [num_groups, G]
+    return grouped.mean(dim=1), _std(grouped, std, dim=1).squeeze(1)
+
+
+def group_advantages(
+    rewards: Sequence[float] | np.ndarray | torch.Tensor,
+    group_size: int,
+    scale: str = "group",
+    std: str = "sample",
+    eps: float = 1e-4,
+) -> torch.Tensor:
+    """Group-relative advantages, one per completion (DeepSeekMath, outcome supervision).
+
+    .. math::
+
+        A_i = \\frac{r_i - \\operatorname{mean}(\\mathbf r_g)}{\\operatorname{std}(\\mathbf r_g)
+              + \\varepsilon}
+
+    where ``g`` is the group of completion ``i`` (``scale="group"``); with
+    ``scale="batch"`` the denominator is the std of all ``B`` rewards; with
+    ``scale="none"`` there is no denominator (Dr. GRPO): ``A_i = r_i - mean(r_g)``.
+
+    Args:
+        rewards: ``B`` rewards (list, numpy array or tensor), ``B % group_size == 0``,
+            each prompt's ``G`` completions contiguous.
+        group_size: ``G``, completions per prompt (TRL's ``num_generations``), >= 2.
+        scale: ``"group"`` | ``"batch"`` | ``"none"`` (TRL's ``scale_rewards``).
+        std: ``"sample"`` (unbiased, TRL) | ``"population"`` (``numpy.std``, GRPO-Zero).
+        eps: added to the std so that equal rewards give 0, not 0/0.
+
+    Returns:
+        ``[B]`` tensor of advantages (float; same dtype/device as a float tensor input).
+        A group whose rewards are all equal gets advantages of exactly 0.
+
+    Example (the seed's group for "What is 2 + 3 * 4?"):
+        >>> group_advantages([0.1, 1.1, 1.0, 0.1], 4, std="population")
+        tensor([-0.9970,  1.1020,  0.8921, -0.9970])
+    """
+    if scale not in SCALES:
+        raise ValueError(
+            f"scale={scale!r} is not one of {SCALES}: 'group' divides by each group's std "
+            f"(GRPO), 'batch' by the whole batch's std, 'none' does not divide (Dr. GRPO)."
+        )
+    if std not in STDS:
+        raise ValueError(f"std={std!r} is not one of {STDS}: 'sample' divides by G - 1 "
+                         f"(TRL), 'population' by G (numpy.std, GRPO-Zero).")
+    if not eps >= 0:
+        raise ValueError(f"eps must be >= 0, got {eps!r}; the usual value is 1e-4.")
+    r = _as_reward_tensor(rewards)  # [B]
+    _check_group_size(r.numel(), group_size)
+    grouped = r.view(-1, group_size)  # [num_groups, G]
+    centred = grouped - grouped.mean(dim=1, keepdim=True)  # [num_groups, G]
+    if scale == "group":
+        advantages = centred / (_std(grouped, std, dim=1) + eps)  # [num_groups, G]
+    elif scale == "batch":
+        batch_std = _std(r, std) if r.numel() > 1 else torch.zeros((), dtype=r.dtype)
+        advantages = centred / (batch_std + eps)
+    else:
+        advantages = centred
+    # Equal rewards: centred is exactly 0 only up to rounding of the mean; make it exact.
+    equal = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)  # [num_groups, 1]
+    advantages = advantages.masked_fill(equal, 0.0)
+    return advantages.reshape(-1)  # [B]

@@ -1,0 +1,186 @@
+"""The pieces of the GRPO objective, per token: ratio, clipped surrogate, KL penalty.
+
+DeepSeekMath (Shao et al. 2024, eq. 3) maximises, for a group of ``G`` outputs,
+
+.. math::
+
+    \\frac1G \\sum_{i=1}^G \\frac{1}{|o_i|} \\sum_{t=1}^{|o_i|} \\Big\\{
+      \\min\\big[\\rho_{i,t} \\hat A_{i,t},\\;
+                \\operatorname{clip}(\\rho_{i,t}, 1-\\varepsilon, 1+\\varepsilon)\\,
+                \\hat A_{i,t}\\big]
+      - \\beta\\, \\mathbb D_{KL}[\\pi_\\theta \\| \\pi_{ref}] \\Big\\},
+    \\qquad
+    \\rho_{i,t} = \\frac{\\pi_\\theta(o_{i,t} \\mid q, o_{i,<t})}
+                       {\\pi_{\\theta_{old}}(o_{i,t} \\mid q, o_{i,<t})}
+
+This module gives each bracket as a function of per-token log-probabilities
+(``[B, T]`` tensors); how the tokens are averaged (per sequence, per batch, ...) is the
+loss variant's business (``grpo_lib.losses``).
+"""
+from __future__ import annotations
+
+import torch
+
+KL_KINDS = ("k1", "k2", "k3")
+
+
+def _check_same_shape(a: torch.Tensor, b: torch.Tensor, names: str) -> None:
+    if a.shape != b.shape:
+        raise ValueError(
+            f"{names} must have the same shape (one log-prob per completion token), got "
+            f"{tuple(a.shape)} and {tuple(b.shape)}."
+        )
+
+
+def probability_ratio(logp: torch.Tensor, old_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token probability ratio between the current and the sampling policy.
+
+    .. math::
+
+        \\rho_t = \\frac{\\pi_\\theta(o_t \\mid \\cdot)}{\\pi_{\\theta_{old}}(o_t \\mid \\cdot)}
+               = \\exp(\\log\\pi_\\theta - \\log\\pi_{\\theta_{old}})
+
+    Computed in log space (a ratio of two tiny probabilities underflows). ``old_logp`` is
+    a constant (the policy that sampled the data), so it is detached: the gradient flows
+    only through ``logp``. On the first of ``num_iterations`` updates the ratio is exactly
+    1 but its gradient is not 0: ``d rho / d theta = rho * d log pi_theta / d theta``.
+
+    Args:
+        logp: ``[B, T]`` log-probs of the sampled tokens under the current policy.
+        old_logp: ``[B, T]`` log-probs of the same tokens under the sampling policy.
+
+    Returns:
+        ``[B, T]`` ratios.
+    """
+    _check_same_shape(logp, old_logp, "logp and old_logp")
+    return torch.exp(logp - old_logp.detach())  # [B, T]
+
+
+def _broadcast_advantages(advantages: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Advantages ``[B]`` (one per sequence) -> ``[B, 1]``, broadcasting over tokens."""
+    if advantages.ndim == like.ndim - 1 and advantages.shape == like.shape[:-1]:
+        return advantages.unsqueeze(-1)  # [B, 1]
+    if advantages.shape == like.shape or advantages.numel() == 1:
+        return advantages
+    raise ValueError(
+        f"advantages of shape {tuple(advantages.shape)} do not fit the ratio of shape "
+        f"{tuple(like.shape)}: pass one advantage per sequence ([B] = "
+        f"{tuple(like.shape[:-1])}) or one per token ({tuple(like.shape)})."
+    )
+
+
+def clipped_surrogate(
+    ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+) -> torch.Tensor:
+    """PPO's clipped surrogate per token: the quantity to MAXIMISE (Schulman et al. 2017).
+
+    .. math::
+
+        L_t = \\min\\big(\\rho_t A,\\;
+                        \\operatorname{clip}(\\rho_t, 1-\\varepsilon_{low}, 1+\\varepsilon_{high})
+                        \\, A\\big)
+
+    With ``A > 0`` the min caps the gain once ``rho > 1 + eps_high`` (gradient 0 there);
+    with ``A < 0`` it caps it once ``rho < 1 - eps_low``. On the other side the
+    unclipped term is the smaller one, so a bad move is never hidden by the clip.
+    ``epsilon_high`` defaults to ``epsilon`` (symmetric PPO/GRPO clipping); DAPO's
+    clip-higher sets e.g. ``epsilon=0.2, epsilon_high=0.28`` (Yu et al. 2025).
+
+    Args:
+        ratio: ``[B, T]`` probability ratios (:func:`probability_ratio`).
+        advantages: ``[B]`` (one per sequence, broadcast over tokens) or ``[B, T]``.
+        epsilon: lower clip range ``eps_low`` (TRL's ``epsilon``).
+        epsilon_high: upper clip range (TRL's ``epsilon_high``); ``None`` = ``epsilon``.
+
+    Returns:
+        ``[B, T]`` per-token surrogate (negate it for a loss).
+    """
+    eps_low = float(epsilon)
+    eps_high = eps_low if epsilon_high is None else float(epsilon_high)
+    if not (0 <= eps_low < 1) or eps_high < 0:
+        raise ValueError(
+            f"clip ranges must satisfy 0 <= epsilon < 1 and epsilon_high >= 0, got "
+            f"epsilon={epsilon!r}, epsilon_high={epsilon_high!r} (usual: 0.2 and 0.2-0.28)."
+        )
+    adv = _broadcast_advantages(advantages, ratio)  # [B, 1] or [B, T]
+    unclipped = ratio * adv  # [B, T]
+    clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv  # [B, T]
+    return torch.minimum(unclipped, clipped)  # [B, T]
+
+
+def clipped_tokens(
+    ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which tokens the clip switched off (their surrogate has zero gradient).
+
+    ``low``: ``rho < 1 - eps_low`` and ``A < 0``; ``high``: ``rho > 1 + eps_high`` and
+    ``A > 0`` — the same definitions as TRL's ``clip_ratio/low_mean`` and
+    ``clip_ratio/high_mean`` metrics.
+
+    Returns:
+        ``(low, high)``: two ``[B, T]`` boolean tensors.
+    """
+    eps_low = float(epsilon)
+    eps_high = eps_low if epsilon_high is None else float(epsilon_high)
+    adv = _broadcast_advantages(advantages, ratio)  # [B, 1] or [B, T]
+    low = (ratio < 1.0 - eps_low) & (adv < 0)  # [B, T]
+    high = (ratio > 1.0 + eps_high) & (adv > 0)  # [B, T]
+    return low, high
+
+
+def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") -> torch.Tensor:
+    """Per-token estimate of the reverse KL ``KL(pi_theta || pi_ref)`` from policy samples.
+
+    The tokens were sampled from the policy ``pi_theta``. With the log-ratio
+    ``log r = log pi_ref - log pi_theta`` (Schulman 2020, "Approximating KL divergence"):
+
+    .. math::
+
+        k_1 = -\\log r, \\qquad
+        k_2 = \\tfrac12 (\\log r)^2, \\qquad
+        k_3 = (r - 1) - \\log r
+
+    Each is an estimator of ``KL(pi_theta || pi_ref) = E_{x ~ pi_theta}[-log r(x)]``:
+    ``k1`` is unbiased but can be negative and has a high variance; ``k2`` is biased (its
+    mean is an f-divergence that agrees with KL to second order) with a low variance;
+    ``k3`` is unbiased (``E[r] = 1``), never negative, and low-variance — the one GRPO
+    uses (DeepSeekMath eq. 4: ``pi_ref/pi_theta - log(pi_ref/pi_theta) - 1``) and TRL's
+    ``GRPOTrainer`` computes.
+
+    **Their gradients as a loss are different things.** Minimising ``E_{x~pi}[k(x)]``
+    with the samples held fixed (what a trainer does: ``beta * k`` added to the per-token
+    loss) gives, in expectation over on-policy samples,
+
+    * ``k1``: ``E[grad log pi] = 0`` — no signal at all, only noise;
+    * ``k2``: ``E[(log pi - log pi_ref) grad log pi] = grad KL(pi_theta || pi_ref)``, the
+      gradient of the reverse KL;
+    * ``k3``: ``E[(1 - r) grad log pi] = -E_{pi_ref}[grad log pi]
+      = grad KL(pi_ref || pi_theta)``, the gradient of the *forward* KL, not of the KL
+      that ``k3`` estimates. Chapter 2 checks all three with autograd on a categorical
+      distribution with exact expectations.
+
+    Args:
+        logp: ``[B, T]`` log-probs of the sampled tokens under the policy.
+        ref_logp: ``[B, T]`` log-probs of the same tokens under the reference model.
+        kind: ``"k1"`` | ``"k2"`` | ``"k3"``.
+
+    Returns:
+        ``[B, T]`` per-token estimates (differentiable w.r.t. both inputs).
+    """
+    _check_same_shape(logp, ref_logp, "logp and ref_logp")
+    log_r = ref_logp - logp  # [B, T]  log(pi_ref / pi_theta)
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * log_r.pow(2)
+    if kind == "k3":
+        # exp(log_r) - log_r - 1: the same expression as TRL's GRPOTrainer per_token_kl.
+        return torch.exp(log_r) - log_r - 1.0
+    raise ValueError(f"kind={kind!r} is not one of {KL_KINDS} (Schulman's estimators; GRPO "
+                     f"uses 'k3').")

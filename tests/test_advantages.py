@@ -1,0 +1,124 @@
+"""Tests for grpo_lib.advantages: known values, conventions, edge cases, TRL parity."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from grpo_lib.advantages import group_advantages, group_stats
+
+SEED_REWARDS = [0.1, 1.1, 1.0, 0.1]  # seed 001's o1..o4 for "What is 2 + 3 * 4?"
+
+
+def test_seed_group_stats_population_and_sample():
+    mean, pop = group_stats(SEED_REWARDS, 4, std="population")
+    _, sample = group_stats(SEED_REWARDS, 4, std="sample")
+    assert mean.item() == pytest.approx(0.575, abs=1e-6)
+    # sum of squared deviations = 0.9075 -> sqrt(0.9075/4), sqrt(0.9075/3)
+    assert pop.item() == pytest.approx(math.sqrt(0.9075 / 4), abs=1e-6)
+    assert pop.item() == pytest.approx(0.4763, abs=1e-4)
+    assert sample.item() == pytest.approx(0.5500, abs=1e-4)
+    assert sample.item() / pop.item() == pytest.approx(math.sqrt(4 / 3), rel=1e-6)
+
+
+def test_seed_advantages_both_conventions():
+    pop = group_advantages(SEED_REWARDS, 4, std="population")
+    sample = group_advantages(SEED_REWARDS, 4, std="sample")
+    r = np.array(SEED_REWARDS)
+    expected_pop = (r - r.mean()) / (r.std() + 1e-4)
+    expected_sample = (r - r.mean()) / (r.std(ddof=1) + 1e-4)
+    np.testing.assert_allclose(pop.numpy(), expected_pop, atol=1e-6)
+    np.testing.assert_allclose(sample.numpy(), expected_sample, atol=1e-6)
+    np.testing.assert_allclose(pop.numpy(), [-0.9970, 1.1020, 0.8921, -0.9970], atol=1e-4)
+    np.testing.assert_allclose(sample.numpy(), [-0.8635, 0.9544, 0.7726, -0.8635], atol=1e-4)
+    assert pop.sum().item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_scale_none_is_mean_centring():
+    adv = group_advantages(SEED_REWARDS, 4, scale="none")
+    np.testing.assert_allclose(adv.numpy(), [-0.475, 0.525, 0.425, -0.475], atol=1e-6)
+
+
+def test_groups_are_contiguous_and_independent():
+    rewards = [0.0, 1.0, 10.0, 30.0]  # two groups of 2
+    adv = group_advantages(rewards, 2, scale="none")
+    np.testing.assert_allclose(adv.numpy(), [-0.5, 0.5, -10.0, 10.0], atol=1e-6)
+    adv = group_advantages(rewards, 2, scale="group", eps=0.0)
+    # each group of two, sample std = |a - b| / sqrt(2) -> advantages -+1/sqrt(2)
+    np.testing.assert_allclose(adv.numpy(), [-(0.5 ** 0.5), 0.5 ** 0.5] * 2, atol=1e-6)
+
+
+def test_batch_scale_uses_batch_std():
+    rewards = [0.0, 1.0, 10.0, 30.0]
+    adv = group_advantages(rewards, 2, scale="batch", eps=0.0)
+    batch_std = np.std(rewards, ddof=1)
+    np.testing.assert_allclose(adv.numpy(), np.array([-0.5, 0.5, -10, 10]) / batch_std,
+                               atol=1e-6)
+
+
+def test_all_equal_rewards_give_exact_zeros():
+    for scale in ("group", "batch", "none"):
+        adv = group_advantages([0.3] * 8, 4, scale=scale)
+        assert torch.equal(adv, torch.zeros(8)), scale
+    adv = group_advantages([1.0, 1.0, 0.0, 1.0], 2)
+    assert adv[:2].tolist() == [0.0, 0.0]
+    assert adv[2].item() < 0 < adv[3].item()
+
+
+def test_eps_bounds_tiny_differences():
+    adv = group_advantages([0.0, 1e-6], 2, eps=1e-4)
+    assert abs(adv[1].item()) < 0.01  # the eps dominates a std of 7e-7
+    adv0 = group_advantages([0.0, 1e-6], 2, eps=0.0)
+    assert adv0[1].item() == pytest.approx(0.5 ** 0.5, rel=1e-3)
+
+
+def test_input_types_and_dtype():
+    t = torch.tensor(SEED_REWARDS, dtype=torch.float64)
+    assert group_advantages(t, 4).dtype == torch.float64
+    assert group_advantages(np.array(SEED_REWARDS), 4).dtype == torch.float32
+    ints = group_advantages(torch.tensor([0, 1, 1, 0]), 2, scale="none")
+    np.testing.assert_allclose(ints.numpy(), [-0.5, 0.5, 0.5, -0.5])
+
+
+def test_group_of_one_is_a_clear_error():
+    with pytest.raises(ValueError, match="group of size 1 has no baseline"):
+        group_advantages([1.0, 0.0], 1)
+
+
+@pytest.mark.parametrize(
+    "rewards, G, match",
+    [
+        ([1.0, 0.0, 1.0], 2, "cannot be split into groups of 2"),
+        ([], 2, "empty"),
+        ([0.0, float("nan"), 1.0, 0.0], 2, r"positions \{1: nan\}"),
+        ([0.0, 1.0, float("inf"), 0.0], 2, r"positions \{2: inf\}"),
+    ],
+)
+def test_bad_inputs(rewards, G, match):
+    with pytest.raises(ValueError, match=match):
+        group_advantages(rewards, G)
+
+
+def test_bad_option_names():
+    with pytest.raises(ValueError, match="scale='grop'"):
+        group_advantages(SEED_REWARDS, 4, scale="grop")
+    with pytest.raises(ValueError, match="std='unbiased'"):
+        group_advantages(SEED_REWARDS, 4, std="unbiased")
+    with pytest.raises(ValueError, match="1-D"):
+        group_advantages([[0.0, 1.0]], 2)
+
+
+def test_parity_with_trl_group_normalisation():
+    """TRL's GRPOTrainer: (r - group mean) / (nanstd(group) + 1e-4), trl/trainer/utils.py."""
+    from trl.trainer.utils import nanstd
+
+    g = torch.Generator().manual_seed(0)
+    rewards = torch.rand(24, generator=g)
+    G = 6
+    mean = rewards.view(-1, G).mean(dim=1).repeat_interleave(G)
+    std = nanstd(rewards.view(-1, G), dim=1).repeat_interleave(G)
+    trl_adv = (rewards - mean) / (std + 1e-4)
+    torch.testing.assert_close(group_advantages(rewards, G), trl_adv, atol=1e-6, rtol=1e-6)
+    trl_batch = (rewards - mean) / (nanstd(rewards) + 1e-4)
+    torch.testing.assert_close(group_advantages(rewards, G, scale="batch"), trl_batch,
+                               atol=1e-6, rtol=1e-6)
