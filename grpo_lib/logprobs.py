@@ -150,6 +150,14 @@ def sequence_logprobs(
                          "before it to be predicted from (add a BOS or the chat template).")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}.")
+    not_left = (prompt_mask[:, -1] == 0).nonzero().flatten().tolist()
+    if not_left:
+        raise ValueError(
+            f"prompt rows {not_left[:10]} end in padding (prompt_mask[:, -1] == 0): prompts "
+            f"must be LEFT-padded, so that the last prompt column is the real token that "
+            f"predicts the first completion token. Re-pad them on the left "
+            f"(tokenizer.padding_side = 'left')."
+        )
     batch, num_completion = completion_ids.shape
     step = micro_batch_size or batch
     if step < 1:
