@@ -165,6 +165,11 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") ->
       that ``k3`` estimates. Chapter 2 checks all three with autograd on a categorical
       distribution with exact expectations.
 
+    Multiplying ``k3`` by the probability ratio ``rho = pi_theta / pi_old`` (value 1
+    on-policy, gradient ``grad log pi``) turns its gradient into the reverse-KL one:
+    ``grad(rho k3) = (1 - r + k3) grad log pi = (log pi - log pi_ref) grad log pi``. TRL
+    1.16 does this by default (``use_bias_correction_kl=True``, after DeepSeek-V3.2).
+
     Args:
         logp: ``[B, T]`` log-probs of the sampled tokens under the policy.
         ref_logp: ``[B, T]`` log-probs of the same tokens under the reference model.

@@ -131,6 +131,13 @@ def test_loss_gradients_of_the_estimators():
     torch.testing.assert_close(g3, grad_of(forward_kl))
     assert (g3 - grad_of(reverse_kl)).abs().max() > 1e-3
 
+    def ratio_weighted_k3():  # TRL's use_bias_correction_kl: rho * k3, rho = 1 on-policy
+        logp = torch.log_softmax(theta, 0)
+        rho = probability_ratio(logp, logp.detach())
+        return (logp.exp().detach() * rho * kl_estimate(logp, ref_logp, "k3")).sum()
+
+    torch.testing.assert_close(grad_of(ratio_weighted_k3), grad_of(reverse_kl))
+
 
 def test_k3_parity_with_trl_grpo_trainer():
     """TRL 1.16 trl/trainer/grpo_trainer.py (GRPOTrainer._compute_loss, ~line 3100):
