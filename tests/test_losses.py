@@ -1,0 +1,282 @@
+"""grpo_lib.losses: hand-checked values, and parity with TRL 1.16's own loss code.
+
+The parity test builds a real ``trl.GRPOTrainer`` around a micro Qwen2 model and calls its
+unmodified ``_compute_loss`` on a batch whose old/reference log-probs, advantages and masks
+we choose. Our ``policy_loss`` gets the same per-token log-probs (from TRL's own
+``_get_per_token_logps_and_entropies``, a fresh forward pass) and must give the same loss
+and the same parameter gradients, for every loss type TRL shares with us, with and without
+the KL term, with symmetric and asymmetric clipping, on- and off-policy, and with the batch
+split into two accumulated micro-batches.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import pytest
+import torch
+
+from grpo_lib.losses import (
+    aggregate_bnpo,
+    aggregate_dapo,
+    aggregate_dr_grpo,
+    aggregate_grpo,
+    aggregate_reinforce,
+    policy_loss,
+)
+
+
+# ---------------------------------------------------------------- hand-checked values
+def _toy():
+    # two completions: lengths 2 and 4 (T = 4)
+    per_token = torch.tensor([[1.0, 3.0, 9.0, 9.0], [1.0, 1.0, 1.0, 5.0]])  # [B, T]
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])  # [B, T]
+    return per_token, mask
+
+
+def test_aggregations_by_hand():
+    per_token, mask = _toy()
+    # grpo: mean of per-sequence means = ((1+3)/2 + (1+1+1+5)/4) / 2 = (2 + 2) / 2
+    assert aggregate_grpo(per_token, mask).item() == pytest.approx(2.0)
+    # bnpo: token mean = (4 + 8) / 6
+    assert aggregate_bnpo(per_token, mask).item() == pytest.approx(2.0)
+    # dr_grpo: token sum / (B * L_max) = 12 / (2 * 8)
+    assert aggregate_dr_grpo(per_token, mask, 8).item() == pytest.approx(0.75)
+    # dapo with the whole batch holding 24 active tokens: 12 / 24
+    assert aggregate_dapo(per_token, mask, 24).item() == pytest.approx(0.5)
+    # reinforce: mean over sequences of token sums = (4 + 8) / 2
+    assert aggregate_reinforce(per_token, mask).item() == pytest.approx(6.0)
+
+
+def test_grpo_and_bnpo_differ_when_lengths_differ():
+    per_token = torch.tensor([[2.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    mask = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    # grpo = (2 + 1) / 2 = 1.5; bnpo = 6 / 5 = 1.2: the short sequence's token weighs more
+    assert aggregate_grpo(per_token, mask).item() == pytest.approx(1.5)
+    assert aggregate_bnpo(per_token, mask).item() == pytest.approx(1.2)
+
+
+def test_on_policy_loss_value_and_gradient():
+    # mu = 1: ratio = 1, the clip is inactive, loss = -mean_i A_i (grpo) and
+    # d loss / d logp_{i,t} = -A_i / (B |o_i|).
+    logp = torch.log(torch.tensor([[0.5, 0.25, 0.1], [0.2, 0.4, 0.9]])).requires_grad_()
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    adv = torch.tensor([1.0, -0.5])
+    loss, stats = policy_loss(logp, None, adv, mask, loss_type="grpo")
+    assert loss.item() == pytest.approx(-(1.0 - 0.5) / 2)
+    loss.backward()
+    expected = torch.tensor([[-1 / 4, -1 / 4, 0.0], [0.5 / 6, 0.5 / 6, 0.5 / 6]])
+    torch.testing.assert_close(logp.grad, expected)
+    assert stats["clip_frac_region"] == 0.0 and stats["ratio_mean"] == pytest.approx(1.0)
+    assert math.isnan(stats["kl"])
+
+
+def test_reinforce_matches_picorl_formula():
+    logp = torch.log(torch.tensor([[0.5, 0.25], [0.2, 0.4]])).requires_grad_()
+    mask = torch.ones(2, 2)
+    adv = torch.tensor([1.0, -1.0])
+    loss, _ = policy_loss(logp, None, adv, mask, loss_type="reinforce")
+    expected = -(adv * logp.detach().sum(-1)).mean()  # picoRL: -(A * sum logprobs).mean()
+    assert loss.item() == pytest.approx(expected.item())
+    assert loss.item() == pytest.approx(-(math.log(0.125) - math.log(0.08)) / 2)
+
+
+def test_clip_fractions_by_hand():
+    # ratios exp(logp - old): 0.5 (A<0 -> low clip), 2.0 (A>0 -> high clip), 1.1 (inside)
+    old = torch.zeros(3, 1)
+    logp = torch.log(torch.tensor([[0.5], [2.0], [1.1]]))
+    adv = torch.tensor([-1.0, 1.0, 1.0])
+    _, stats = policy_loss(logp, old, adv, torch.ones(3, 1), loss_type="bnpo")
+    assert stats["clip_frac_low"] == pytest.approx(1 / 3)
+    assert stats["clip_frac_high"] == pytest.approx(1 / 3)
+    assert stats["clip_frac_region"] == pytest.approx(2 / 3)
+    # clip-higher (DAPO, epsilon_high = 1.5) leaves ratio 2.0 unclipped
+    _, stats = policy_loss(logp, old, adv, torch.ones(3, 1), loss_type="bnpo",
+                           epsilon_high=1.5)
+    assert stats["clip_frac_high"] == 0.0
+
+
+def test_kl_bias_correction_changes_gradient_not_value():
+    # on-policy, A = 0: only the KL term acts. k3 = exp(d) - d - 1 with d = ref - logp.
+    logp0 = torch.log(torch.tensor([[0.5, 0.2]]))
+    ref = torch.log(torch.tensor([[0.25, 0.4]]))
+    d = ref - logp0
+    grads, values = [], []
+    for correction in (False, True):
+        logp = logp0.clone().requires_grad_()
+        loss, stats = policy_loss(logp, None, torch.zeros(1), torch.ones(1, 2),
+                                  loss_type="bnpo", beta=1.0, ref_logp=ref,
+                                  use_bias_correction_kl=correction)
+        loss.backward()
+        grads.append(logp.grad)
+        values.append(loss.item())
+    assert values[0] == pytest.approx(values[1])
+    assert values[0] == pytest.approx((torch.exp(d) - d - 1).mean().item())
+    # d/dlogp of k3 = 1 - exp(d); with the ratio factor: + k3 (the ratio's gradient is 1)
+    torch.testing.assert_close(grads[0], (1 - torch.exp(d)) / 2)
+    torch.testing.assert_close(grads[1], (1 - torch.exp(d) + torch.exp(d) - d - 1) / 2)
+
+
+def test_errors_say_what_to_change():
+    logp, mask, adv = torch.zeros(2, 3), torch.ones(2, 3), torch.zeros(2)
+    with pytest.raises(ValueError, match="Choose one of"):
+        policy_loss(logp, None, adv, mask, loss_type="ppo")
+    with pytest.raises(ValueError, match="ref_logp is None"):
+        policy_loss(logp, None, adv, mask, beta=0.1)
+    with pytest.raises(ValueError, match="max_completion_length"):
+        policy_loss(logp, None, adv, mask, loss_type="dr_grpo")
+    with pytest.raises(ValueError, match="epsilon must be > 0"):
+        policy_loss(logp, None, adv, mask, epsilon=0.0)
+    with pytest.raises(ValueError, match="mask shape"):
+        policy_loss(logp, None, adv, torch.ones(2, 4))
+
+
+# ---------------------------------------------------------------- parity with TRL 1.16
+G, NUM_PROMPTS, L_MAX = 4, 2, 6
+B = G * NUM_PROMPTS
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A micro Qwen2 saved to disk: TRL builds its reference model from the path."""
+    from grpo_lib.models import build_tokenizer, random_model
+
+    tokenizer = build_tokenizer()
+    model = random_model(tokenizer, size="micro", seed=0)
+    path = tmp_path_factory.mktemp("micro_qwen2")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def batch(model_dir):
+    """A fixed batch: prompts, completions of varying length, advantages, log-prob noise."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    gen = torch.Generator().manual_seed(0)
+    vocab = len(tokenizer)
+    prompt_ids = torch.randint(3, vocab, (B, 5), generator=gen)  # [B, P]
+    prompt_mask = torch.ones(B, 5, dtype=torch.long)
+    prompt_mask[::3, :2] = 0  # some left padding
+    prompt_ids[prompt_mask == 0] = tokenizer.pad_token_id
+    completion_ids = torch.randint(3, vocab, (B, L_MAX), generator=gen)  # [B, C]
+    lengths = torch.tensor([6, 2, 4, 1, 6, 3, 5, 0])  # one empty (masked) completion
+    completion_mask = (torch.arange(L_MAX)[None, :] < lengths[:, None]).long()  # [B, C]
+    completion_ids[completion_mask == 0] = tokenizer.pad_token_id
+    advantages = torch.randn(B, generator=gen)  # [B]
+    advantages[2] = 0.0
+    old_noise = 0.3 * torch.randn(B, L_MAX, generator=gen)  # [B, C], drives some ratios out
+    ref_noise = 0.2 * torch.randn(B, L_MAX, generator=gen)  # [B, C]
+    return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask,
+                completion_ids=completion_ids, completion_mask=completion_mask,
+                advantages=advantages, old_noise=old_noise, ref_noise=ref_noise)
+
+
+def _trl_trainer(model_dir, tmp_path, loss_type, beta, correction, epsilon_high,
+                 micro_batches):
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig as TRLConfig
+    from trl import GRPOTrainer as TRLTrainer
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    args = TRLConfig(
+        output_dir=str(tmp_path), report_to=[], use_cpu=True, seed=0,
+        per_device_train_batch_size=B // micro_batches,
+        gradient_accumulation_steps=micro_batches, num_generations=G,
+        max_completion_length=L_MAX, loss_type=loss_type, beta=beta, epsilon=0.2,
+        epsilon_high=epsilon_high, use_bias_correction_kl=correction,
+    )
+    dataset = Dataset.from_dict({"prompt": ["1 + 1 ="] * B})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = TRLTrainer(model=model, processing_class=tokenizer, args=args,
+                             reward_funcs=[lambda completions, **kw: [0.0] * len(completions)],
+                             train_dataset=dataset)
+    # What transformers.Trainer's training loop sets before calling compute_loss.
+    trainer.current_gradient_accumulation_steps = micro_batches
+    trainer.model.train()
+    return trainer
+
+
+# Each case: (beta, use_bias_correction_kl, epsilon_high, micro-batches, off-policy).
+# beta = 0: no KL; correction False: KL as DeepSeekMath writes it; True: KL * ratio
+# (TRL's default: same value, different gradient). Off-policy = old log-probs differ from
+# the current ones (mu > 1), which drives ratios out of the clip range; two micro-batches
+# exercise gradient accumulation.
+SETTINGS = [
+    (0.0, True, None, 1, False),
+    (0.0, True, 0.28, 2, True),
+    (0.04, True, None, 1, False),
+    (0.04, True, 0.28, 2, True),
+    (0.04, False, None, 2, True),
+]
+CASES = [(loss_type, *setting) for loss_type in ["grpo", "bnpo", "dr_grpo", "dapo"]
+         for setting in SETTINGS]
+
+
+@pytest.mark.parametrize("loss_type,beta,correction,epsilon_high,micro_batches,off_policy",
+                         CASES)
+def test_matches_trl_compute_loss(model_dir, batch, tmp_path, loss_type, beta, correction,
+                                  epsilon_high, micro_batches, off_policy):
+    trainer = _trl_trainer(model_dir, tmp_path, loss_type, beta, correction, epsilon_high,
+                           micro_batches)
+    model = trainer.model
+    total_tokens = batch["completion_mask"].sum()
+    size = B // micro_batches
+    for k in range(micro_batches):
+        rows = slice(k * size, (k + 1) * size)
+        inputs = {key: batch[key][rows] for key in
+                  ["prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
+                   "advantages"]}
+        inputs["num_items_in_batch"] = total_tokens
+        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+        attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+        with torch.no_grad():
+            logp0, _, _ = trainer._get_per_token_logps_and_entropies(
+                model, input_ids, attention, L_MAX)  # [b, C]
+        old = (logp0 + batch["old_noise"][rows]) if off_policy else None
+        ref = logp0 + batch["ref_noise"][rows]
+        if old is not None:
+            inputs["old_per_token_logps"] = old
+        if beta != 0.0:
+            inputs["ref_per_token_logps"] = ref
+
+        # TRL's own loss code, unmodified
+        model.zero_grad()
+        trl_loss = trainer._compute_loss(model, inputs)
+        trl_loss.backward()
+        trl_grads = [p.grad.clone() for p in model.parameters()]
+
+        # ours, on the same per-token log-probs (a fresh forward through TRL's path)
+        model.zero_grad()
+        logp, _, _ = trainer._get_per_token_logps_and_entropies(
+            model, input_ids, attention, L_MAX)
+        loss, stats = policy_loss(
+            logp, old, inputs["advantages"], inputs["completion_mask"],
+            loss_type=loss_type, epsilon=0.2, epsilon_high=epsilon_high, beta=beta,
+            ref_logp=ref if beta != 0.0 else None, max_completion_length=L_MAX,
+            use_bias_correction_kl=correction,
+            num_micro_batches=micro_batches, num_items_in_batch=total_tokens)
+        loss.backward()
+
+        where = (f"{loss_type} beta={beta} correction={correction} "
+                 f"eps_high={epsilon_high} micro-batches={micro_batches} #{k}")
+        assert abs(loss.item() - trl_loss.item()) < 1e-6, where
+        for ours, theirs in zip((p.grad for p in model.parameters()), trl_grads):
+            torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5,
+                                       msg=lambda m: f"{where}: {m}")
+        metrics = trainer._metrics["train"]
+        assert stats["clip_frac_low"] == pytest.approx(
+            metrics["clip_ratio/low_mean"][-1], abs=1e-7), where
+        assert stats["clip_frac_high"] == pytest.approx(
+            metrics["clip_ratio/high_mean"][-1], abs=1e-7), where
+        if beta != 0.0:
+            assert stats["kl"] == pytest.approx(metrics["kl"][-1], abs=1e-6), where
+    if off_policy:  # the noise must have driven some tokens out of the clip range
+        assert sum(trainer._metrics["train"]["clip_ratio/region_mean"]) > 0
+
