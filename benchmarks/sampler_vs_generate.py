@@ -1,0 +1,167 @@
+"""Throughput of the book's sampler (grpo_lib.sampling.generate) vs transformers' generate.
+
+Both decode the same prompts (``--prompts`` problems x ``--G`` completions each) with the
+same model, sampling at temperature 1 with top-p 1 (no top-k), and both are forced to emit
+exactly ``--max-new-tokens`` tokens per row (EOS stopping off: ``ignore_eos=True`` for the
+sampler, ``min_new_tokens = max_new_tokens`` for ``generate``), so they do the same work.
+Both expand each prompt to ``G`` rows themselves (``num_return_sequences=G`` for
+``generate``). Each is timed end to end (chat messages in, decoded texts out) after a warm-up run; the median
+of ``--runs`` runs is reported as tokens/s = rows x new tokens / seconds.
+
+    python benchmarks/sampler_vs_generate.py                  # CPU or the visible GPU
+    python benchmarks/sampler_vs_generate.py --model PATH --device cuda --dtype bfloat16
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from grpo_lib.models import (  # noqa: E402
+    build_tokenizer,
+    count_parameters,
+    load_model_and_tokenizer,
+    random_model,
+    stop_token_ids,
+)
+from grpo_lib.sampling import generate  # noqa: E402
+from grpo_lib.tasks.arithmetic import chat_prompt, make_problems  # noqa: E402
+
+DEFAULT_MODEL = ROOT / "data" / "models" / "tiny-qwen2-base"
+
+
+def load(args):
+    """The model and tokenizer to benchmark, plus a short description of the model."""
+    dtype = getattr(torch, args.dtype) if args.dtype else None
+    if args.model or DEFAULT_MODEL.exists():
+        path = args.model or str(DEFAULT_MODEL)
+        model, tok = load_model_and_tokenizer(path, device=args.device, dtype=dtype)
+        return model, tok, path
+    tok = build_tokenizer()
+    model = random_model(tok, size="tiny", seed=0).to(args.device)
+    if dtype is not None:
+        model = model.to(dtype)
+    return model, tok, "random tiny Qwen2 (data/models/tiny-qwen2-base not found)"
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def run_sampler(model, tok, prompts, args) -> float:
+    sync(args.device)
+    start = time.perf_counter()
+    generate(model, tok, prompts, num_generations=args.G,
+             max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0,
+             do_sample=not args.greedy, seed=0, ignore_eos=True)
+    sync(args.device)
+    return time.perf_counter() - start
+
+
+def run_hf(model, tok, prompts, args) -> float:
+    sync(args.device)
+    start = time.perf_counter()
+    texts = [tok.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+             for p in prompts]
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    enc = {k: v.to(args.device) for k, v in enc.items()}
+    with torch.inference_mode():
+        out = model.generate(
+            **enc, num_return_sequences=args.G, do_sample=not args.greedy,
+            temperature=1.0, top_p=1.0, top_k=0,
+            max_new_tokens=args.max_new_tokens, min_new_tokens=args.max_new_tokens,
+            eos_token_id=stop_token_ids(tok), pad_token_id=tok.pad_token_id)
+    tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    sync(args.device)
+    new = out.shape[1] - enc["input_ids"].shape[1]
+    if new != args.max_new_tokens or out.shape[0] != len(prompts) * args.G:
+        raise RuntimeError(f"generate produced {tuple(out.shape)} (new tokens {new}), "
+                           f"expected {len(prompts) * args.G} rows of "
+                           f"{args.max_new_tokens} new tokens; the comparison is unfair.")
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=None,
+                   help="checkpoint folder or hub name (default: "
+                        "data/models/tiny-qwen2-base, else a random tiny Qwen2)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", default=None, help="e.g. bfloat16 (default: as saved)")
+    p.add_argument("--prompts", type=int, default=16, help="number of distinct prompts")
+    p.add_argument("--G", type=int, default=8, help="completions per prompt")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--runs", type=int, default=5, help="timed runs (median reported)")
+    p.add_argument("--greedy", action="store_true", help="greedy instead of sampling")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--csv", default=None, help="append the result row to this CSV file")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    model, tok, name = load(args)
+    prompts = [chat_prompt(pr.question) for pr in make_problems(args.prompts, seed=123)]
+    rows = args.prompts * args.G
+    run_sampler(model, tok, prompts, args)  # warm-up (allocator, kernels, caches)
+    run_hf(model, tok, prompts, args)
+    t_ours, t_hf = [], []
+    for _ in range(args.runs):  # interleaved so drifts in machine load hit both alike
+        t_ours.append(run_sampler(model, tok, prompts, args))
+        t_hf.append(run_hf(model, tok, prompts, args))
+    med_ours, med_hf = statistics.median(t_ours), statistics.median(t_hf)
+    tokens = rows * args.max_new_tokens
+    device = (torch.cuda.get_device_name(0) if args.device.startswith("cuda")
+              else f"CPU {platform.machine()} ({torch.get_num_threads()} threads)")
+    result = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "device": device,
+        "model": name,
+        "params": count_parameters(model),
+        "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+        "rows": rows,
+        "new_tokens": args.max_new_tokens,
+        "mode": "greedy" if args.greedy else "sample",
+        "sampler_s": round(med_ours, 4),
+        "generate_s": round(med_hf, 4),
+        "sampler_tok_s": round(tokens / med_ours, 1),
+        "generate_tok_s": round(tokens / med_hf, 1),
+        "ratio": round(med_hf / med_ours, 3),
+        "torch": torch.__version__,
+    }
+    import transformers
+
+    result["transformers"] = transformers.__version__
+    print(f"device: {device} | model: {name} ({result['params']:,} params, "
+          f"{result['dtype']})")
+    print(f"{args.prompts} prompts x G={args.G} = {rows} rows, {args.max_new_tokens} new "
+          f"tokens each ({result['mode']}), median of {args.runs} runs after a warm-up")
+    print(f"{'':<22}{'seconds':>10}{'tokens/s':>12}")
+    print(f"{'grpo_lib sampler':<22}{med_ours:>10.3f}{tokens / med_ours:>12.1f}")
+    print(f"{'transformers generate':<22}{med_hf:>10.3f}{tokens / med_hf:>12.1f}")
+    print(f"ratio (sampler tokens/s / generate tokens/s): {result['ratio']:.2f}")
+    if args.csv:
+        path = Path(args.csv)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new_file = not path.exists()
+        with open(path, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(result))
+            if new_file:
+                writer.writeheader()
+            writer.writerow(result)
+        print(f"appended to {path}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
