@@ -28,6 +28,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import math
+from collections import Counter
+
 import pandas as pd
 
 from . import parsing
@@ -40,6 +43,8 @@ __all__ = [
     "score_completions",
     "summarize_scores",
     "build_prompts",
+    "answer_entropy",
+    "group_diversity",
 ]
 
 REPETITION_THRESHOLD = 0.2
@@ -140,6 +145,61 @@ def summarize_scores(scores: pd.DataFrame, k: int = 1) -> dict[str, float]:
         "pass_at_k": float(solved.mean()),
         "n": int(len(solved)),
     }
+
+
+def answer_entropy(answers: Sequence[Any]) -> float:
+    r"""Shannon entropy, in bits, of the answers within one group.
+
+    .. math:: H = -\sum_a \hat p_a \log_2 \hat p_a, \qquad
+       \hat p_a = \frac{\#\{i : \hat a_i = a\}}{G}
+
+    ``None`` (no parsable answer) counts as one more answer value. ``0`` when all ``G``
+    answers agree; ``log2(G)`` when all differ. ``["14", "14", "20", None]`` gives
+    :math:`-(\tfrac12\log_2\tfrac12 + 2\cdot\tfrac14\log_2\tfrac14) = 1.5` bits.
+    """
+    if len(answers) == 0:
+        raise ValueError("answer_entropy needs at least one answer.")
+    counts = Counter("<none>" if a is None else str(a) for a in answers)
+    total = len(answers)
+    return float(-sum(c / total * math.log2(c / total) for c in counts.values()))
+
+
+def group_diversity(
+    completions: Sequence[str],
+    group_size: int,
+    rewards: Sequence[float] | None = None,
+) -> pd.DataFrame:
+    """Diversity of each group of ``group_size`` consecutive completions (one row each).
+
+    Columns: ``distinct`` (number of different texts), ``answer_entropy`` (bits, over the
+    strict answers, :func:`answer_entropy`) and, with ``rewards``, ``reward_mean``,
+    ``reward_std`` (sample std, as in :func:`grpo_lib.advantages.group_advantages`) and
+    ``zero_std`` (all rewards equal: every advantage is 0 and the group teaches nothing).
+    """
+    if group_size < 1 or len(completions) % group_size != 0:
+        raise ValueError(
+            f"{len(completions)} completions cannot be split into groups of "
+            f"group_size={group_size}; pass the sampler's num_generations."
+        )
+    if rewards is not None and len(rewards) != len(completions):
+        raise ValueError(
+            f"got {len(rewards)} rewards for {len(completions)} completions."
+        )
+    rows = []
+    for start in range(0, len(completions), group_size):
+        texts = list(completions[start:start + group_size])
+        row = {
+            "distinct": len(set(texts)),
+            "answer_entropy": answer_entropy(
+                [parsing.extract_answer(t, strict=True) for t in texts]),
+        }
+        if rewards is not None:
+            r = pd.Series(rewards[start:start + group_size], dtype=float)
+            row["reward_mean"] = float(r.mean())
+            row["reward_std"] = float(r.std(ddof=1)) if group_size > 1 else 0.0
+            row["zero_std"] = bool(r.max() == r.min())
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def _rows(dataset, n: int) -> list[dict]:

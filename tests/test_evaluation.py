@@ -199,3 +199,21 @@ def test_evaluate_bad_arguments(tok):
         evaluate(model, tok, [{"q": "1 + 1"}])
     with pytest.raises(ValueError, match="empty"):
         evaluate(model, tok, [])
+
+
+def test_answer_entropy_and_group_diversity_known_values():
+    from grpo_lib.evaluation import answer_entropy, group_diversity
+
+    assert answer_entropy(["14", "14", "20", None]) == 1.5
+    assert answer_entropy(["14"] * 4) == 0.0
+    assert math.isclose(answer_entropy(["1", "2", "3", "4"]), 2.0)
+    d = group_diversity([GOOD, GOOD, LTR, NO_TAGS, GOOD, GOOD, GOOD, GOOD], 4,
+                        rewards=[1.1, 1.1, 0.1, 0.0, 1.1, 1.1, 1.1, 1.1])
+    assert d["distinct"].tolist() == [3, 1]
+    assert d["answer_entropy"].tolist() == [1.5, 0.0]  # 14, 14, 20, None | 14 x 4
+    assert math.isclose(d.loc[0, "reward_mean"], 0.575)
+    assert math.isclose(d.loc[0, "reward_std"], math.sqrt(((0.525**2) * 2 + 0.475**2
+                                                           + 0.575**2) / 3))
+    assert d["zero_std"].tolist() == [False, True]
+    with pytest.raises(ValueError, match="group_size=3"):
+        group_diversity([GOOD] * 4, 3)
