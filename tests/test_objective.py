@@ -157,3 +157,33 @@ def test_k3_parity_with_trl_grpo_trainer():
               - (ref_per_token_logps - per_token_logps) - 1)
     torch.testing.assert_close(kl_estimate(per_token_logps, ref_per_token_logps, "k3"),
                                trl_kl, atol=0, rtol=0)
+
+
+def test_chapter2_checkers_accept_the_library_and_reject_common_mistakes():
+    from grpo_lib.exercises.ch02 import (check_clipped_surrogate, check_grpo_objective,
+                                         check_k3)
+
+    assert check_clipped_surrogate(lambda r, a, e: clipped_surrogate(r, a, e))
+    with pytest.raises(AssertionError, match="You took the max"):
+        check_clipped_surrogate(lambda r, a, e: torch.maximum(
+            r * a[:, None], r.clamp(1 - e, 1 + e) * a[:, None]))
+    assert check_k3(lambda lp, ref: kl_estimate(lp, ref, "k3"))
+    with pytest.raises(AssertionError, match="roles swapped"):
+        check_k3(lambda lp, ref: kl_estimate(ref, lp, "k3"))
+
+    def objective(logp, old, ref, adv, mask, eps, beta):
+        per_token = (clipped_surrogate(probability_ratio(logp, old), adv, eps)
+                     - beta * kl_estimate(logp, ref, "k3"))
+        return ((per_token * mask).sum(-1) / mask.sum(-1)).mean()
+
+    assert check_grpo_objective(objective)
+    with pytest.raises(AssertionError, match="sign is flipped"):
+        check_grpo_objective(lambda *args: -objective(*args))
+
+    def token_mean(logp, old, ref, adv, mask, eps, beta):
+        per_token = (clipped_surrogate(probability_ratio(logp, old), adv, eps)
+                     - beta * kl_estimate(logp, ref, "k3"))
+        return (per_token * mask).sum() / mask.sum()
+
+    with pytest.raises(AssertionError, match="BNPO/DAPO"):
+        check_grpo_objective(token_mean)
