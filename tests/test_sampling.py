@@ -257,3 +257,37 @@ def test_book_tokenizer_stop_tokens():
     r = generate(model, tok, chats, num_generations=2, max_new_tokens=6, do_sample=False)
     hf = hf_greedy(model, tok, [r.prompts[0]], 6, stops)
     assert torch.equal(r.completion_ids[:1, : hf.shape[1]], hf)
+
+
+def test_chapter6_checkers_accept_reference_and_reject_mistakes():
+    from grpo_lib.exercises.ch06 import (
+        check_completion_mask,
+        check_top_p_filter,
+        reference_completion_mask,
+    )
+
+    assert check_top_p_filter(top_p_filter)
+    assert check_completion_mask(reference_completion_mask)
+
+    def drops_crossing_token(logits, p):  # cumsum >= p removes the token crossing p
+        s, order = logits.sort(-1, descending=True)
+        remove = s.softmax(-1).cumsum(-1) >= p
+        return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+    with pytest.raises(AssertionError, match="most likely token must always stay"):
+        check_top_p_filter(drops_crossing_token)
+
+    def excludes_stop(ids, stops):
+        return (torch.isin(ids, torch.tensor(stops)).long().cumsum(-1) == 0).long()
+
+    with pytest.raises(AssertionError, match="stop token itself must be inside"):
+        check_completion_mask(excludes_stop)
+    # the reference mask agrees with the sampler's on a real rollout
+    tok = char_tokenizer()
+    model = micro_model(tok)
+    stop = frequent_tokens(model, tok)
+    r = generate(model, tok, PROMPTS, max_new_tokens=12, do_sample=False,
+                 stop_token_ids=stop)
+    ids = torch.where(r.completion_mask.bool(), r.completion_ids, -1)  # pads -> -1
+    assert torch.equal(reference_completion_mask(ids, stop) * (ids >= 0),
+                       r.completion_mask)
