@@ -32,6 +32,7 @@ from torch import Tensor
 __all__ = [
     "Rollout",
     "generate",
+    "decode_batch",
     "top_p_filter",
     "next_token",
     "resolve_stop_token_ids",
@@ -231,9 +232,16 @@ def _check_arguments(prompts, num_generations, max_new_tokens, temperature, top_
 # ------------------------------------------------------------------------- the loop
 
 
-def _decode_chunk(model, ids, mask, *, max_new_tokens, temperature, top_p, do_sample,
-                  generator, stop_ids, pad_id, ignore_eos, use_cache):
-    """Decode one chunk of left-padded rows. Returns (completion ids, mask, finished)."""
+def decode_batch(model, ids, mask, *, max_new_tokens, temperature, top_p, do_sample,
+                 generator, stop_ids, pad_id, ignore_eos=False, use_cache=True):
+    """The decode loop for one batch of left-padded prompts ``ids, mask [b, P]``.
+
+    Prefill once, then one token per step: with ``use_cache`` only the new token is fed
+    and attention reads the keys/values of all earlier tokens from the cache; without it
+    the whole sequence is recomputed every step. A row that has emitted a stop token
+    emits ``pad_id`` from then on, with mask 0. Returns ``(completion_ids [b, C],
+    completion_mask [b, C], finished [b])`` with ``C <= max_new_tokens``.
+    """
     from transformers import DynamicCache
 
     rows = ids.shape[0]
@@ -265,7 +273,7 @@ def _decode_chunk(model, ids, mask, *, max_new_tokens, temperature, top_p, do_sa
             mask = torch.cat([mask, ones], dim=-1)  # [b, P + step + 1]
             out = model(input_ids=token[:, None], attention_mask=mask,
                         position_ids=last_pos, past_key_values=cache, use_cache=True)
-        else:  # recompute the whole sequence every step: O(T^2) work instead of O(T)
+        else:  # recompute the whole sequence: P + step + 1 tokens per step, not 1
             seq = torch.cat([seq, token[:, None]], dim=-1)
             seq_mask = torch.cat([seq_mask, ones], dim=-1)
             seq_pos = torch.cat([seq_pos, last_pos], dim=-1)
@@ -345,11 +353,12 @@ def generate(
     try:
         with torch.inference_mode():
             for start in range(0, rows, chunk):
-                pieces.append(_decode_chunk(
+                pieces.append(decode_batch(
                     model, ids[start:start + chunk], mask[start:start + chunk],
-                    max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                    do_sample=do_sample, generator=generator, stop_ids=stop_ids,
-                    pad_id=pad_id, ignore_eos=ignore_eos, use_cache=use_cache))
+                    max_new_tokens=max_new_tokens, temperature=temperature,
+                    top_p=top_p, do_sample=do_sample, generator=generator,
+                    stop_ids=stop_ids, pad_id=pad_id, ignore_eos=ignore_eos,
+                    use_cache=use_cache))
     finally:
         model.train(was_training)
 
