@@ -159,37 +159,15 @@ plt.show()
 # %% [markdown]
 # ### Try it: move $\varepsilon$ and $\hat A$
 #
-# The widget redraws the same panel for any clip range and advantage (it needs a live
-# kernel; the static panel above is what the rendered book shows).
+# `grpo_lib.widgets.surrogate_explorer` redraws the surrogate for any clip range and
+# advantage. Sliders need a live kernel; the rendered book shows the starting state,
+# here with DAPO's asymmetric range (next section).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-try:
-    from grpo_lib.widgets import surrogate_widget
-except ImportError:  # the widget module is optional: fall back to ipywidgets.interact
-    import ipywidgets as widgets
+from grpo_lib.widgets import surrogate_explorer
 
-    def surrogate_widget():
-        def draw(epsilon=0.2, epsilon_high=0.2, advantage=1.0):
-            eps_high = max(epsilon_high, 0.0)
-            a = torch.tensor([advantage])
-            plt.figure(figsize=(5, 3.2))
-            plt.plot(grid, grid * advantage, "--", color="grey", label=r"$\rho A$")
-            plt.plot(grid, clipped_surrogate(grid.view(1, -1), a, epsilon,
-                                             eps_high).flatten(), lw=2.5,
-                     label="clipped surrogate")
-            plt.axvline(1 - epsilon, color="tab:red", lw=0.8)
-            plt.axvline(1 + eps_high, color="tab:red", lw=0.8)
-            plt.xlabel(r"ratio $\rho$")
-            plt.legend(fontsize=8)
-            plt.show()
-
-        return widgets.interact(
-            draw, epsilon=widgets.FloatSlider(0.2, min=0.0, max=0.9, step=0.02),
-            epsilon_high=widgets.FloatSlider(0.2, min=0.0, max=0.9, step=0.02),
-            advantage=widgets.FloatSlider(1.0, min=-2.0, max=2.0, step=0.1))
-
-surrogate_widget();
+surrogate_explorer(epsilon=0.2, advantage=1.0, epsilon_high=0.28)
 
 # %% [markdown]
 # ### Clip-higher
