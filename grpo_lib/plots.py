@@ -227,7 +227,8 @@ def bar_table(
     if len(labels) != n:
         raise ValueError(f"{len(labels)} labels for {n} values per series.")
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(4.0, 1.1 * n * len(series) + 1.5), 3.2),
+        width_in = min(10.0, max(4.0, 0.55 * n * len(series) + 1.5))
+        _, ax = plt.subplots(figsize=(width_in, 3.2),
                              constrained_layout=True)
     width = 0.8 / len(series)
     idx = np.arange(n)
