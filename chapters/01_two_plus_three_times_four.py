@@ -14,12 +14,13 @@
 # %% [markdown]
 # # What is 2 + 3 * 4?
 #
-# *A group of answers, rule rewards and advantages, computed by hand and by the library.*
+# *A group of answers, rule rewards and advantages, computed by hand and by the
+# library.*
 #
-# Ask a language model "What is 2 + 3 * 4?" and it may answer 14, or it may add first and
-# answer 20. Reinforcement learning with a *verifiable* reward turns that difference into
-# a training signal: sample several answers, check each one with a rule, and make the
-# model more likely to produce the ones that did better than the others. That is the
+# Ask a language model "What is 2 + 3 * 4?" and it may answer 14, or it may add first
+# and answer 20. Reinforcement learning with a *verifiable* reward turns that difference
+# into a training signal: sample several answers, check each one with a rule, and make
+# the model more likely to produce the ones that did better than the others. That is the
 # whole idea of Group Relative Policy Optimization (GRPO) {cite}`shao2024deepseekmath`,
 # the algorithm DeepSeek used to train R1-Zero and R1 {cite}`deepseekai2025r1`.
 #
@@ -61,8 +62,8 @@ pd.set_option("display.precision", 4)
 # %% [markdown]
 # ## The question and the prompt
 #
-# DeepSeek-R1-Zero was trained from a base model with a deliberately plain prompt: it asks
-# for the reasoning inside `<think> … </think>` and the answer inside
+# DeepSeek-R1-Zero was trained from a base model with a deliberately plain prompt: it
+# asks for the reasoning inside `<think> … </think>` and the answer inside
 # `<answer> … </answer>`, and says nothing about *how* to reason
 # ({cite}`deepseekai2025r1`, Table 1). Here is that template around our question:
 
@@ -71,8 +72,8 @@ question = "2 + 3 * 4"
 print(r1_zero_prompt(question))
 
 # %% [markdown]
-# Multiplication binds tighter than addition, so the answer is $2 + (3 \cdot 4)$. Reading
-# strictly left to right gives $(2 + 3) \cdot 4$ instead — the classic mistake:
+# Multiplication binds tighter than addition, so the answer is $2 + (3 \cdot 4)$.
+# Reading strictly left to right gives $(2 + 3) \cdot 4$ instead — the classic mistake:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -84,9 +85,9 @@ print(f"with precedence: {gold}    left to right: {left_to_right}")
 # ## A group of four outputs
 #
 # GRPO samples a **group** of $G$ outputs $o_1, \dots, o_G$ for the same prompt from the
-# current model (the *old policy* $\pi_{\theta_\text{old}}$). Suppose $G = 4$ and the model
-# produced these four — the running example of a popular walkthrough of GRPO, which we
-# follow here and check number by number:
+# current model (the *old policy* $\pi_{\theta_\text{old}}$). Suppose $G = 4$ and the
+# model produced these four — the running example of a popular walkthrough of GRPO,
+# which we follow here and check number by number:
 #
 # - $o_1$ reasons left to right and gets the wrong answer;
 # - $o_2$ multiplies first and gets it right;
@@ -98,7 +99,7 @@ outputs = [
     "<think> 2 + 3 = 5, 5 * 4 = 20 </think> <answer> 20 </answer>",
     "<think> 3 * 4 = 12, 2 + 12 = 14 </think> <answer> 14 </answer>",
     "<answer> 14 </answer>",
-    "<think> two, three, four... add them up, or not, maybe 7 </think> <answer> 7 </answer>",
+    "<think> two, three, four... add, or not, maybe 7 </think> <answer> 7 </answer>",
 ]
 labels = [f"o{i + 1}" for i in range(len(outputs))]
 G = len(outputs)
@@ -113,8 +114,9 @@ for label, text in zip(labels, outputs):
 # reward** (is the reasoning inside `<think>` and the answer inside `<answer>`?). Rules
 # cannot be flattered the way a neural reward model can, and they cost nothing to run.
 # The book's reward functions follow the convention of TRL {cite}`vonwerra2020trl`: a
-# plain function `fn(completions, **columns) -> list[float]`, where the dataset's columns
-# (here the gold `answer`) arrive as keyword arguments, one value per completion.
+# plain function `fn(completions, **columns) -> list[float]`, where the dataset's
+# columns (here the gold `answer`) arrive as keyword arguments, one value per
+# completion.
 
 # %%
 show_source(accuracy_reward)
@@ -172,8 +174,9 @@ print(f"sample std (/(G-1))   {std_sample:.4f}")
 print(f"ratio sample/population = {std_sample / std_population:.4f} "
       f"= sqrt(G / (G - 1)) = {np.sqrt(G / (G - 1)):.4f}")
 walkthrough_std = 0.5  # the walkthrough's "about 0.5"
-print(f"walkthrough's std {walkthrough_std}: {walkthrough_std - std_population:+.4f} "
-      f"from the population std, {walkthrough_std - std_sample:+.4f} from the sample std")
+print(f"walkthrough's std {walkthrough_std}: "
+      f"{walkthrough_std - std_population:+.4f} from the population std, "
+      f"{walkthrough_std - std_sample:+.4f} from the sample std")
 
 # %% [markdown]
 # The walkthrough gives the standard deviation as "about 0.5". Neither convention gives
@@ -182,8 +185,8 @@ print(f"walkthrough's std {walkthrough_std}: {walkthrough_std - std_population:+
 #
 # ## Advantages
 #
-# With *outcome supervision* — one reward for the whole output — GRPO gives every token of
-# output $o_i$ the same advantage, the reward standardised within the group
+# With *outcome supervision* — one reward for the whole output — GRPO gives every token
+# of output $o_i$ the same advantage, the reward standardised within the group
 # ({cite}`shao2024deepseekmath`, section 4.1.2):
 #
 # $$
@@ -238,8 +241,8 @@ for name, adv in [("population", adv_population), ("sample", adv_sample)]:
 # - **Advantages sum to zero** in each group: what one output gains, the others lose.
 #   The sums of squares come out near $G$ (population) and $G - 1$ (sample) — slightly
 #   less because of $\varepsilon$. Exercise 1 asks you to see why.
-# - The choice matters in practice: with the sample std every advantage is smaller by the
-#   factor $\sqrt{(G-1)/G}$, so the same learning rate takes a smaller step.
+# - The choice matters in practice: with the sample std every advantage is smaller by
+#   the factor $\sqrt{(G-1)/G}$, so the same learning rate takes a smaller step.
 
 # %%
 fig = plot_advantages(rewards, {"population std": adv_population,
@@ -277,15 +280,16 @@ pd.DataFrame(per_token[:, :shown].numpy(), index=labels,
 
 # %% [markdown]
 # The correct first step of $o_1$, "2 + 3 = 5", is pushed down together with its wrong
-# conclusion. Over many groups, steps that tend to lead to right answers collect positive
-# advantages more often than negative ones; no single group can tell them apart. This is
-# the price of outcome rewards, and the reason process rewards exist (chapter 15).
+# conclusion. Over many groups, steps that tend to lead to right answers collect
+# positive advantages more often than negative ones; no single group can tell them
+# apart. This is the price of outcome rewards, and the reason process rewards exist
+# (chapter 15).
 #
 # ## When every output gets the same reward
 #
-# If the model answers an easy question correctly four times out of four, every reward is
-# 1.1, the mean equals each reward and the std is zero. The textbook formula then
-# divides zero by zero:
+# If the model answers an easy question correctly and well formatted four times out of
+# four, every reward is the same, the mean equals each reward and the std is zero. The
+# textbook formula then divides zero by zero:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -295,8 +299,8 @@ print("naive (r - mean) / std:       ", naive.tolist())
 print("group_advantages (eps = 1e-4):", group_advantages(same, G).tolist())
 
 # %% [markdown]
-# With $\varepsilon$ in the denominator (and, in the library, an exact zero numerator for
-# an all-equal group) the advantages are exactly zero: the group contributes **no
+# With $\varepsilon$ in the denominator (and, in the library, an exact zero numerator
+# for an all-equal group) the advantages are exactly zero: the group contributes **no
 # gradient**. That is the right answer — if every output is equally good, there is
 # nothing to prefer — but it also means that questions the model always solves, or never
 # solves, are wasted compute. DAPO {cite}`yu2025dapo` samples more prompts to replace
@@ -322,12 +326,12 @@ for delta in [1e-6, 1e-4, 1e-2, 1.0]:
 pd.DataFrame(rows).set_index("delta")
 
 # %% [markdown]
-# Without $\varepsilon$ the advantage does not depend on $\delta$ at all: a difference of
-# one part in a million counts as much as a real success. With $\varepsilon$, differences
-# much smaller than $\varepsilon$ fade out and differences much larger are untouched.
-# That matters when rewards carry noise (a length penalty, a learned reward model) rather
-# than clean 0/1 outcomes. Dr. GRPO {cite}`liu2025drgrpo` goes further and drops the
-# division altogether (`scale="none"`, chapter 8).
+# Without $\varepsilon$ the advantage does not depend on $\delta$ at all: a difference
+# of one part in a million counts as much as a real success. With $\varepsilon$,
+# differences much smaller than $\varepsilon$ fade out and differences much larger are
+# untouched. That matters when rewards carry noise (a length penalty, a learned reward
+# model) rather than clean 0/1 outcomes. Dr. GRPO {cite}`liu2025drgrpo` goes further and
+# drops the division altogether (`scale="none"`, chapter 8).
 #
 # ## The group size G
 #
@@ -379,8 +383,8 @@ plt.show()
 
 # %% [markdown]
 # How often does a group teach nothing? If each output is correct independently with
-# probability $p$, a group is all-correct or all-wrong with a probability that shrinks as
-# $G$ grows. The simulation below samples many groups of 0/1 rewards and counts those
+# probability $p$, a group is all-correct or all-wrong with a probability that shrinks
+# as $G$ grows. The simulation below samples many groups of 0/1 rewards and counts those
 # whose advantages are all zero (the number of groups comes from the profile; exercise 3
 # asks for the exact formula).
 
@@ -423,8 +427,8 @@ plt.show()
 #
 # A training batch holds several prompts, each with its own group. The book's convention
 # (and TRL's) is that groups are **contiguous**: the rewards of a batch of
-# `num_prompts * G` outputs are laid out prompt by prompt, so `rewards.view(-1, G)` has one
-# row per prompt, and every row is normalised on its own:
+# `num_prompts * G` outputs are laid out prompt by prompt, so `rewards.view(-1, G)` has
+# one row per prompt, and every row is normalised on its own:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -471,20 +475,20 @@ advantage_table(rewards, labels=labels)
 #
 # Each exercise has a function to complete and a checker from `grpo_lib.exercises` that
 # runs it on cases with known answers. Until you fill it in, the cell prints a reminder;
-# a wrong attempt raises an `AssertionError` that names the input, the expected value and
-# what your function returned. Solutions are in the appendix.
+# a wrong attempt raises an `AssertionError` that names the input, the expected value
+# and what your function returned. Solutions are in the appendix.
 #
-# **Exercise 1 — advantages by hand.** Write `my_group_advantages(rewards, std, eps)` for
-# a single group without using `group_advantages` (plain Python or NumPy). Then explain
-# why the squared advantages of a group sum to (almost) $G$ with the population std and
-# $G - 1$ with the sample std.
+# **Exercise 1 — advantages by hand.** Write `my_group_advantages(rewards, std, eps)`
+# for a single group without using `group_advantages` (plain Python or NumPy). Then
+# explain why the squared advantages of a group sum to (almost) $G$ with the population
+# std and $G - 1$ with the sample std.
 
 # %%
 from grpo_lib.exercises import check_group_advantages  # noqa: E402
 
 
 def my_group_advantages(rewards, std="sample", eps=1e-4):
-    """Advantages of ONE group: (r_i - mean) / (std + eps); std: 'sample'|'population'."""
+    """Advantages of ONE group: (r_i - mean) / (std + eps); std: sample|population."""
     # your code here
     raise NotImplementedError
 
@@ -492,7 +496,7 @@ def my_group_advantages(rewards, std="sample", eps=1e-4):
 try:
     check_group_advantages(my_group_advantages)
 except NotImplementedError:
-    print("Exercise 1 not done yet: fill in my_group_advantages and run this cell again.")
+    print("Exercise 1 not done yet: fill in my_group_advantages, then run this cell.")
 
 # %% [markdown]
 # **Exercise 2 — which groups teach anything?** Write `informative_groups(rewards,
@@ -506,7 +510,7 @@ from grpo_lib.exercises import check_informative_groups  # noqa: E402
 
 
 def informative_groups(rewards, group_size):
-    """One bool per contiguous group: True when the group's rewards are not all equal."""
+    """One bool per contiguous group: True when its rewards are not all equal."""
     # your code here
     raise NotImplementedError
 
@@ -514,7 +518,7 @@ def informative_groups(rewards, group_size):
 try:
     check_informative_groups(informative_groups)
 except NotImplementedError:
-    print("Exercise 2 not done yet: fill in informative_groups and run this cell again.")
+    print("Exercise 2 not done yet: fill in informative_groups, then run this cell.")
 
 # %% [markdown]
 # **Exercise 3 — how often is a group wasted?** Each of $G$ outputs is correct
@@ -528,7 +532,7 @@ from grpo_lib.exercises import check_zero_variance_probability  # noqa: E402
 
 
 def zero_variance_probability(p, G):
-    """Probability that G independent 0/1 rewards (each 1 with probability p) are equal."""
+    """Probability that G independent 0/1 rewards (1 with probability p) are equal."""
     # your code here
     raise NotImplementedError
 
@@ -536,5 +540,5 @@ def zero_variance_probability(p, G):
 try:
     check_zero_variance_probability(zero_variance_probability)
 except NotImplementedError:
-    print("Exercise 3 not done yet: fill in zero_variance_probability and run this cell "
-          "again.")
+    print("Exercise 3 not done yet: fill in zero_variance_probability, then run this "
+          "cell.")
