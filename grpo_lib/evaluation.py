@@ -161,7 +161,7 @@ def answer_entropy(answers: Sequence[Any]) -> float:
         raise ValueError("answer_entropy needs at least one answer.")
     counts = Counter("<none>" if a is None else str(a) for a in answers)
     total = len(answers)
-    return float(-sum(c / total * math.log2(c / total) for c in counts.values()))
+    return float(sum(c / total * math.log2(total / c) for c in counts.values()))
 
 
 def group_diversity(

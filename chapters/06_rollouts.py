@@ -1,0 +1,572 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 6. Rollouts: sampling a group
+#
+# GRPO learns only from text the policy wrote itself. For every question $q$ it samples
+# a group of $G$ outputs $o_1, \dots, o_G \sim \pi_{\theta_{old}}(\cdot \mid q)$,
+# scores them, and compares them with each other {cite}`shao2024deepseekmath`. If all
+# $G$ outputs get the same reward, every advantage is zero and the group teaches
+# nothing; if they are diverse, some are better than the group and some worse, and that
+# difference is the learning signal. So the sampler decides what GRPO can learn, and it
+# also decides how long each step takes: text is written one token at a time.
+#
+# An output is a sequence of tokens and its probability factorises over them:
+#
+# $$
+# \pi_\theta(o \mid q) = \prod_{t=1}^{|o|} \pi_\theta(o_t \mid q, o_{<t}),
+# \qquad o_t \sim \operatorname{softmax}\!\big(z_t / T\big)
+# \text{ restricted to the top-}p\text{ nucleus,}
+# $$
+#
+# where $z_t$ are the model's logits at step $t$ and $T$ is the temperature. This
+# chapter opens `grpo_lib.sampling`, the decode loop every later chapter uses: batching
+# with left padding, temperature and top-p, stopping, the KV cache, and a speed check
+# against `transformers`' own `model.generate`.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from grpo_lib.display import print_environment
+
+print_environment()
+
+# %%
+import time
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+from IPython.display import display
+
+from grpo_lib.advantages import group_advantages
+from grpo_lib.display import show_source
+from grpo_lib.evaluation import answer_entropy, group_diversity
+from grpo_lib.models import load_model_and_tokenizer, stop_token_ids
+from grpo_lib.profiles import profile
+from grpo_lib.rewards import accuracy_reward, combine_rewards, format_reward
+from grpo_lib.sampling import (decode_batch, generate, next_token,
+                               tokenize_prompts, top_p_filter)
+from grpo_lib.tasks import load_task_split
+from grpo_lib.tasks.arithmetic import DATA_DIR, chat_prompt
+
+P = profile()
+pd.set_option("display.precision", 3)
+pd.set_option("display.max_colwidth", 90)
+torch.set_printoptions(precision=3, sci_mode=False)
+
+MODEL_DIR = DATA_DIR.parent / "models" / "tiny-qwen2-base"
+model, tok = load_model_and_tokenizer(MODEL_DIR, device=P.device)
+print(f"{MODEL_DIR.name}: {sum(p.numel() for p in model.parameters()):,} parameters "
+      f"on {P.device}; stop tokens {tok.convert_ids_to_tokens(stop_token_ids(tok))}")
+
+# %% [markdown]
+# The model is the base model of chapter 5, pretrained on a corpus with designed flaws:
+# it often computes left to right ($2 + 3 \cdot 4 \to 20$), sometimes drops its tags,
+# mixes in Chinese words or repeats a step. The reward used throughout this chapter is
+# R1-Zero's: accuracy plus 0.1 times format {cite}`deepseekai2025r1`.
+
+# %%
+reward_fn = combine_rewards([accuracy_reward, format_reward], [1.0, 0.1])
+
+# %% [markdown]
+# ## 6.1 The decode loop
+#
+# Generating for many prompts at once means running them as one batch, a rectangle of
+# tokens. Prompts have different lengths, so they are padded. The sampler pads on the
+# **left**: then every row's last prompt token sits in the last column, and one forward
+# pass gives the next-token logits of every row at `logits[:, -1]`. Padding shifts
+# where a prompt starts, so the positions the model sees are counted from each row's
+# first real token, $\text{pos} = \operatorname{cumsum}(\text{mask}) - 1$.
+
+# %%
+show_source(tokenize_prompts)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+texts, ids, mask = tokenize_prompts(tok, ["7 - 2 =", "2 + 3 * 4 ="], tok.pad_token_id)
+positions = (mask.cumsum(-1) - 1).clamp(min=0)
+for name, t in [("ids", ids), ("mask", mask), ("positions", positions)]:
+    print(f"{name:>9}: {t.tolist()}")
+print("tokens of row 0:", tok.convert_ids_to_tokens(ids[0]))
+
+# %% [markdown]
+# Each step turns the last position's logits into one token. Greedy decoding takes the
+# arg-max; sampling divides the logits by the temperature, keeps the top-p nucleus
+# (6.3) and draws from the softmax:
+
+# %%
+show_source(next_token)
+
+# %% [markdown]
+# The loop itself: one **prefill** pass over the prompts, then one token per step. A
+# row stops at its first stop token (`<|im_end|>` or `<|endoftext|>`); after that it
+# writes padding that its mask marks 0, and the loop ends when every row has stopped or
+# the budget `max_new_tokens` is spent. The `use_cache` switch is the subject of 6.5.
+
+# %%
+show_source(decode_batch)
+
+# %% [markdown]
+# `generate` wraps this loop: it renders chat prompts with the chat template, repeats
+# each prompt $G$ times **contiguously** (rows $[q_0]\times G + [q_1]\times G + \dots$,
+# the layout every `grpo_lib` function assumes), decodes in chunks of `batch_size` rows,
+# and returns a `Rollout` with the prompt and completion tokens, their masks, the
+# `finished` flags and the decoded texts.
+#
+# ## 6.2 A group for one prompt
+#
+# The question of chapter 1, asked to the base model $G$ times at temperature 1:
+
+# %%
+G = P.pick(smoke=4, cpu=8, gpu=16)
+MAX_NEW = P.pick(smoke=64, cpu=96, gpu=96)
+rollout = generate(model, tok, [chat_prompt("2 + 3 * 4")], num_generations=G,
+                   max_new_tokens=MAX_NEW, temperature=1.0, seed=0)
+print(f"rollout: prompt_ids {tuple(rollout.prompt_ids.shape)}, completion_ids "
+      f"{tuple(rollout.completion_ids.shape)}, {int(rollout.finished.sum())} of {G} "
+      f"finished")
+print(repr(rollout.prompts[0]))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+rewards = reward_fn(rollout.texts, answer=["14"] * G)
+group = pd.DataFrame({
+    "completion": rollout.texts,
+    "tokens": rollout.completion_lengths.tolist(),
+    "finished": rollout.finished.tolist(),
+    "reward": rewards,
+    "advantage": group_advantages(rewards, group_size=G).tolist(),
+})
+group
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+d = group_diversity(rollout.texts, G, rewards).iloc[0]
+print(f"{d.distinct} distinct completions out of {G}, answer entropy "
+      f"{d.answer_entropy:.2f} bits, reward mean {d.reward_mean:.3f}, "
+      f"std {d.reward_std:.3f}")
+
+# %% [markdown]
+# This is one GRPO group: the completions that beat the group mean get positive
+# advantages and will be made more likely, the rest negative ones. The spread of the
+# answers is what we measure next. `group_diversity` reports, per group, the number of
+# distinct texts, the entropy of the answers
+# $H = -\sum_a \hat p_a \log_2 \hat p_a$ (0 when all $G$ answers agree, $\log_2 G$ when
+# all differ) and the reward statistics:
+
+# %%
+show_source(answer_entropy)
+
+# %% [markdown]
+# ## 6.3 Temperature and top-p
+#
+# Temperature rescales the logits before the softmax,
+# $p_v(T) = e^{z_v / T} / \sum_u e^{z_u / T}$: $T < 1$ sharpens the distribution
+# towards the arg-max ($T \to 0$ is greedy), $T > 1$ flattens it towards uniform.
+# Top-p (nucleus) sampling (Holtzman et al., 2020) sorts the tokens by probability and
+# keeps the smallest set whose mass reaches $p$; the long tail of unlikely tokens, where
+# a single bad draw can derail a whole completion, is cut off:
+#
+# $$
+# \text{keep } v_{(i)} \iff \sum_{j<i} p_{(j)} < p_{\text{top}} .
+# $$
+
+# %%
+show_source(top_p_filter)
+
+# %% [markdown]
+# By hand, on four logits $z = (2, 1, 0, -1)$:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+z = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+rows = {f"T = {t}": (z / t).softmax(-1)[0].tolist() for t in (0.5, 1.0, 2.0)}
+for p in (0.5, 0.9):
+    rows[f"T = 1, top_p = {p}"] = top_p_filter(z, p).softmax(-1)[0].tolist()
+pd.DataFrame(rows, index=[f"z = {v:g}" for v in z[0].tolist()]).T.round(4)
+
+# %% [markdown]
+# At $T = 1$ the first token already holds more than half of the mass, so
+# `top_p = 0.5` keeps it alone (sampling becomes greedy), while `top_p = 0.9` keeps the
+# first three tokens and renormalises them. Now the real model: `n_prompts` test problems, $G$ samples each, at several
+# temperatures (top-p 1) and several top-p values ($T = 1$). For each setting we
+# measure diversity (distinct completions per group, answer entropy), the reward
+# (mean, and the standard deviation *within* a group, which is what GRPO divides by),
+# and the share of **zero-variance groups**: groups where all $G$ rewards are equal and
+# every advantage is 0.
+
+# %%
+n_prompts = P.pick(smoke=4, cpu=24, gpu=64)
+G_SWEEP = P.pick(smoke=4, cpu=8, gpu=16)
+test = load_task_split("arithmetic", "test").select(range(n_prompts))
+
+
+def sweep_point(temperature: float, top_p: float) -> dict:
+    """Sample G completions per test prompt and summarise diversity and rewards."""
+    r = generate(model, tok, list(test["prompt"]), num_generations=G_SWEEP,
+                 max_new_tokens=MAX_NEW, temperature=temperature, top_p=top_p,
+                 batch_size=256, seed=0)
+    answers = [a for a in test["answer"] for _ in range(G_SWEEP)]
+    rw = reward_fn(r.texts, answer=answers)
+    d = group_diversity(r.texts, G_SWEEP, rw)
+    return {"temperature": temperature, "top_p": top_p,
+            "distinct": d.distinct.mean(), "answer_entropy": d.answer_entropy.mean(),
+            "reward": d.reward_mean.mean(), "within_group_std": d.reward_std.mean(),
+            "zero_std_groups": d.zero_std.mean(), "truncated": 1 - r.finished.float()
+            .mean().item()}
+
+
+start = time.perf_counter()
+temps = [0.0, 0.3, 0.6, 1.0, 1.3]
+top_ps = [0.3, 0.6, 0.9, 1.0]
+sweep_t = pd.DataFrame([sweep_point(t, 1.0) for t in temps])
+sweep_p = pd.DataFrame([sweep_point(1.0, p) for p in top_ps])
+sweep_seconds = time.perf_counter() - start
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(f"{len(temps) + len(top_ps)} settings x {n_prompts} prompts x G={G_SWEEP} in "
+      f"{sweep_seconds:.1f} s on {P.device}")
+pd.concat([sweep_t, sweep_p], keys=["temperature sweep", "top-p sweep"])
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+for data, key, style in [(sweep_t, "temperature", "o-"), (sweep_p, "top_p", "s--")]:
+    label = "vary T (top_p = 1)" if key == "temperature" else "vary top_p (T = 1)"
+    axes[0].plot(data[key], data["answer_entropy"], style, label=label)
+    axes[1].plot(data[key], data["within_group_std"], style, label=label)
+    axes[2].plot(data[key], data["zero_std_groups"], style, label=label)
+titles = ["answer entropy per group (bits)", "reward std within a group",
+          "share of zero-variance groups"]
+for ax, title in zip(axes, titles):
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("T  or  top_p")
+    ax.grid(alpha=0.3)
+axes[0].legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+cold, hot = sweep_t.iloc[0], sweep_t[sweep_t.temperature == 1.0].iloc[0]
+print(f"greedy (T = 0): {cold.zero_std_groups:.0%} zero-variance groups, "
+      f"answer entropy {cold.answer_entropy:.2f} bits")
+print(f"T = 1:          {hot.zero_std_groups:.0%} zero-variance groups, "
+      f"answer entropy {hot.answer_entropy:.2f} bits, "
+      f"mean reward {hot.reward:.3f} (greedy {cold.reward:.3f})")
+
+# %% [markdown]
+# What to notice:
+#
+# - At $T = 0$ all $G$ samples of a prompt are the same text, so **every** group has
+#   zero reward variance: greedy rollouts give GRPO nothing to learn from. Raising the
+#   temperature or top-p spreads the answers (higher entropy) and turns more groups into
+#   useful ones.
+# - More diversity is not free: the hottest settings also sample more broken text, and
+#   the mean reward falls. RL recipes sample at or near $T = 1$ without a nucleus
+#   cut-off (TRL's defaults are `temperature=1.0`, `top_p=1.0`) because the log-probs
+#   used in the loss are those of the untempered policy; chapter 4's `sequence_logprobs`
+#   takes the same `temperature` for when you do change it.
+# - Zero-variance groups come from both ends: all wrong (too hard) and all right (too
+#   easy). Chapter 9 reproduces what happens to training when most groups are like
+#   that, and DAPO's *dynamic sampling* {cite}`yu2025dapo` drops such groups.
+#
+# ## 6.4 Stopping and truncation
+#
+# A completion ends when the model writes a stop token. The completion mask covers the
+# tokens up to **and including** that token: the model has to learn to stop, so the
+# stop token's log-probability is trained like any other. A row that never writes one
+# before `max_new_tokens` is **truncated**: `finished` is False and its text is cut off
+# mid-thought. With a short budget we see both kinds in one group:
+
+# %%
+short = generate(model, tok, [chat_prompt("2 + 3 * 4")], num_generations=G,
+                 max_new_tokens=24, temperature=1.0, seed=0)
+done_rows = short.finished.nonzero().flatten().tolist()
+cut_rows = (~short.finished).nonzero().flatten().tolist()
+print(f"budget 24 tokens: {len(done_rows)} finished, {len(cut_rows)} truncated")
+
+
+def show_row(r, i, last=8):
+    """The last tokens of row i with their ids and mask values."""
+    n = r.completion_ids.shape[1]
+    cols = range(max(0, n - last), n)
+    return pd.DataFrame({
+        "token": tok.convert_ids_to_tokens(r.completion_ids[i, list(cols)].tolist()),
+        "id": r.completion_ids[i, list(cols)].tolist(),
+        "mask": r.completion_mask[i, list(cols)].tolist()}, index=list(cols)).T
+
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+for i in (done_rows[:1] + cut_rows[:1]):
+    kind = "finished" if short.finished[i] else "TRUNCATED"
+    print(f"row {i} ({kind}, {int(short.completion_lengths[i])} tokens): "
+          f"{short.texts[i]!r}")
+    display(show_row(short, i))
+
+# %% [markdown]
+# In the finished row the mask ends with a 1 on the stop token and the padding after it
+# is 0. The truncated row has 1s up to the last column and no stop token, and its text
+# usually has no `<answer>` yet, so it scores 0 whether or not its reasoning was
+# heading somewhere good. Two things follow for training. The budget is a
+# hyper-parameter with a bias: long, careful answers are cut more often, so a tight
+# budget pushes the model towards short answers. And trainers offer to leave truncated
+# rows out of the loss (TRL's `mask_truncated_completions`, DAPO's overlong filtering
+# {cite}`yu2025dapo`). The evaluation harness reports the truncated share next to the
+# accuracy for the same reason.
+#
+# ## 6.5 The KV cache
+#
+# In a causal transformer, the key and value vectors of a token depend only on that
+# token and the ones before it. When step $t$ adds one token, the keys and values of the
+# $P + t - 1$ earlier tokens are exactly what they were a step ago. The KV cache keeps
+# them: after the prefill, each step feeds **one** token, computes its query, key and
+# value, appends the new key and value to the cache and attends over all cached ones.
+# Without a cache, every step runs the whole sequence again. Counting token positions
+# pushed through the network for a prompt of $P$ tokens and $N$ new tokens:
+#
+# $$
+# \text{with cache: } P + (N - 1), \qquad
+# \text{without: } \sum_{t=0}^{N-1} (P + t) = NP + \tfrac{N(N-1)}{2} .
+# $$
+
+# %%
+# NBVAL_CHECK_OUTPUT
+P_len = int(rollout.prompt_mask[0].sum())
+for N in (16, 64, 256):
+    with_cache, without = P_len + N - 1, N * P_len + N * (N - 1) // 2
+    print(f"P = {P_len}, N = {N:>3}: {with_cache:>6,} vs {without:>7,} token positions "
+          f"({without / with_cache:.1f}x)")
+
+# %% [markdown]
+# The cache costs memory instead: for every layer, a key and a value of size
+# $H_{kv} \times d_{head}$ per token and row,
+# $\; 2 \cdot L \cdot H_{kv} \cdot d_{head} \cdot \text{bytes} \;$ per token. Qwen2 uses
+# grouped-query attention (fewer key/value heads than query heads) precisely to shrink
+# this. Here is the cache after a prefill of four rows of our group, and its size:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from transformers import DynamicCache
+
+cfg = model.config
+head_dim = cfg.hidden_size // cfg.num_attention_heads
+cache = DynamicCache(config=cfg)
+with torch.inference_mode():
+    model(input_ids=rollout.prompt_ids[:4], attention_mask=rollout.prompt_mask[:4],
+          past_key_values=cache, use_cache=True)  # 4 rows of the group
+print(f"layers {len(cache.layers)}, keys of layer 0 {tuple(cache.layers[0].keys.shape)}"
+      "  [rows, kv heads, tokens, head dim]")
+per_token = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * 4
+print(f"{cfg.num_hidden_layers} layers x {cfg.num_key_value_heads} kv heads x "
+      f"{head_dim} dims x 2 (K and V) x 4 bytes = {per_token:,} bytes per token")
+print(f"a batch of 256 rows x 512 tokens: {per_token * 256 * 512 / 2**20:.0f} MiB")
+
+# %% [markdown]
+# Now the time. Same prompts, greedy, every row forced to write exactly $N$ tokens
+# (`ignore_eos=True`), with and without the cache:
+
+# %%
+lengths = P.pick(smoke=[8, 16, 32], cpu=[16, 32, 64, 128], gpu=[16, 32, 64, 128, 256])
+prompts8 = list(test["prompt"])[:4]
+
+
+def timed(**kw) -> tuple[float, torch.Tensor]:
+    """Seconds for one greedy generate call, and its completion ids."""
+    if P.device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    r = generate(model, tok, prompts8, num_generations=2, do_sample=False,
+                 ignore_eos=True, **kw)
+    if P.device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0, r.completion_ids
+
+
+timed(max_new_tokens=4)  # warm-up
+cache_rows, same_tokens = [], True
+for N in lengths:
+    t_with, ids_with = timed(max_new_tokens=N, use_cache=True)
+    t_without, ids_without = timed(max_new_tokens=N, use_cache=False)
+    same_tokens &= torch.equal(ids_with, ids_without)
+    cache_rows.append({"new tokens": N, "with cache (s)": t_with,
+                       "without (s)": t_without, "speed-up": t_without / t_with})
+cache_table = pd.DataFrame(cache_rows)
+print("identical tokens with and without the cache:", same_tokens)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+fig, ax = plt.subplots(figsize=(5, 3.2))
+ax.plot(cache_table["new tokens"], cache_table["with cache (s)"], "o-", label="with cache")
+ax.plot(cache_table["new tokens"], cache_table["without (s)"], "s--", label="without")
+ax.set_xlabel("new tokens per row")
+ax.set_ylabel("seconds (8 rows)")
+ax.set_title(f"KV cache on {P.device}", fontsize=10)
+ax.legend()
+ax.grid(alpha=0.3)
+plt.show()
+cache_table
+
+# %% [markdown]
+# Both versions produce the same tokens; only the work differs. Without the cache the
+# time grows faster than linearly in $N$ (each step is longer than the last), with it
+# each step costs about the same, so the gap widens with the length. On a tiny model
+# and a CPU the fixed cost of each forward call hides part of the difference; on a GPU
+# with a real model and long reasoning traces, decoding without a cache is not an
+# option.
+#
+# ## 6.6 The sampler against `model.generate`
+#
+# `transformers` ships its own decoding loop, `model.generate`. The book's sampler exists
+# to be read, but it has to be right and not slow. Right: greedy decoding must produce
+# the same tokens as `model.generate(do_sample=False)` on the same left-padded prompts.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+check = generate(model, tok, list(test["prompt"])[:8], max_new_tokens=MAX_NEW,
+                 do_sample=False)
+enc = tok(check.prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+enc = {k: v.to(P.device) for k, v in enc.items()}
+with torch.inference_mode():
+    ref = model.generate(**enc, do_sample=False, max_new_tokens=MAX_NEW,
+                         eos_token_id=stop_token_ids(tok), pad_token_id=tok.pad_token_id)
+ref = ref[:, enc["input_ids"].shape[1]:]
+print("same prompt tokens:", torch.equal(enc["input_ids"], check.prompt_ids))
+print("same completion tokens:", torch.equal(ref, check.completion_ids))
+
+# %% [markdown]
+# Not slow: both decode the same prompts, $G$ samples each, forced to the same number of
+# new tokens (`ignore_eos=True` here, `min_new_tokens` there), sampling at $T = 1$ with
+# no top-k. The median of a few runs after a warm-up (the script
+# `benchmarks/sampler_vs_generate.py` does the same with more runs and options):
+
+# %%
+n_bench, T_bench = P.pick(smoke=(4, 16), cpu=(16, 64), gpu=(64, 128))
+bench_prompts = list(load_task_split("arithmetic", "test")["prompt"])[:n_bench]
+
+
+def run_ours():
+    generate(model, tok, bench_prompts, num_generations=8, max_new_tokens=T_bench,
+             ignore_eos=True, seed=0)
+
+
+def run_hf():
+    texts = [tok.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+             for p in bench_prompts]
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.inference_mode():
+        model.generate(**{k: v.to(P.device) for k, v in enc.items()},
+                       num_return_sequences=8, do_sample=True, top_k=0,
+                       max_new_tokens=T_bench, min_new_tokens=T_bench,
+                       pad_token_id=tok.pad_token_id)
+
+
+def median_seconds(fn, runs=3):
+    times = []
+    for _ in range(runs):
+        if P.device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if P.device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+run_ours(), run_hf()  # warm-up
+tokens = n_bench * 8 * T_bench
+t_ours, t_hf = median_seconds(run_ours), median_seconds(run_hf)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(f"{n_bench} prompts x 8 samples x {T_bench} tokens on {P.device}")
+print(f"grpo_lib sampler:      {tokens / t_ours:>9,.0f} tokens/s")
+print(f"transformers generate: {tokens / t_hf:>9,.0f} tokens/s")
+print(f"ratio (sampler / generate): {t_hf / t_ours:.2f}")
+
+# %% [markdown]
+# The two loops do the same work with the same model code, so they run at about the
+# same speed; the ratio moves by tens of percent from run to run on a shared machine.
+# Neither is fast in absolute terms: every step launches one small forward pass per
+# token, and on a GPU most of that time is Python and kernel-launch overhead, not
+# arithmetic. Chapter 19 removes that overhead with a static cache and CUDA graphs and
+# measures against the hardware's limit.
+#
+# ## Summary
+#
+# - A rollout is a batch of $G$ completions per prompt, decoded token by token from
+#   left-padded prompts with positions counted from the first real token.
+# - Temperature and top-p trade diversity against quality; GRPO needs the diversity:
+#   a group whose rewards are all equal has zero advantages.
+# - The completion mask covers every generated token up to and including the stop
+#   token; truncated rows have `finished == False` and are a bias to watch.
+# - The KV cache makes each decoding step cost one token's forward pass instead of the
+#   whole sequence's, for a memory cost that grows with rows, length and layers.
+#
+# ## Exercises
+#
+# Each exercise has a stub to fill in and a checker from `grpo_lib.exercises` that says
+# what is wrong. As committed, the stubs raise `NotImplementedError` and the cell prints
+# a hint; solutions are in the appendix (`book/solutions/ch06.md`).
+#
+# **6.1 — Top-p filtering.** Write `my_top_p_filter(logits, top_p)` for `logits` of
+# shape `[B, V]`: return the logits with every token outside the nucleus set to
+# `-inf`, without calling `grpo_lib`.
+
+# %%
+from grpo_lib.exercises import check_completion_mask, check_top_p_filter
+
+
+def my_top_p_filter(logits, top_p):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_top_p_filter(my_top_p_filter)
+except NotImplementedError:
+    print("Not implemented yet: sort descending, softmax, cumsum; remove a token when "
+          "the mass before it is >= top_p; scatter back to vocabulary order.")
+
+# %% [markdown]
+# **6.2 — The completion mask.** Write `my_completion_mask(completion_ids, stop_ids)`:
+# for `completion_ids` of shape `[B, C]` return a `[B, C]` tensor of 0/1 that is 1 up to
+# and including each row's first stop token and 0 after it (1 everywhere for a row
+# without a stop token). No Python loop over columns.
+
+# %%
+def my_completion_mask(completion_ids, stop_ids):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_completion_mask(my_completion_mask)
+except NotImplementedError:
+    print("Not implemented yet: is_stop = torch.isin(ids, stop_ids); count the stops "
+          "strictly before each column with a cumulative sum; keep columns where it is 0.")
+
+# %% [markdown]
+# **6.3 — Think.** (a) In the sweep of 6.3, why is the share of zero-variance groups
+# exactly 1 at $T = 0$, whatever the model? What would it be for $G = 1$ at any
+# temperature, and what does that say about GRPO with $G = 1$?
+# (b) A trainer samples at $T = 0.7$ but computes the log-probabilities of the loss at
+# $T = 1$. Which distribution are the importance ratios then comparing, and why is that
+# a problem? (c) With the formula of 6.5, how many bytes does the KV cache of
+# Qwen2.5-0.5B (its `config.json`: 24 layers, 2 key/value heads of dimension 64;
+# bf16) take for
+# $G = 16$ completions of 1,024 tokens each, plus a 200-token prompt?
