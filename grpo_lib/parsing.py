@@ -9,16 +9,19 @@ The response format (DeepSeek-R1-Zero's template, seed 001)::
 
 Design rules, the same for every function here:
 
-* **Never raise on model output.** ``None``, non-strings, empty strings, megabytes of text,
-  injected tags and unicode digits all give a defined result (``None``/``False``/``0.0``).
-* **Linear time.** Tags are found with ``str.find``/``rfind``; the few regular expressions
-  have no nested or overlapping quantifiers, so a 1 MB adversarial input (e.g.
-  ``"<think>" * 100_000``) takes milliseconds, never catastrophic backtracking.
-* **Bounded work for heavy tools.** ``math_verify`` (sympy) only sees short strings that
-  passed a whitelist (no ``\\Gamma(10^9)``, no ``9^{9^{9^9}}``); see :func:`answers_equal`.
-* **Unicode digits count as digits.** Every character of Unicode category ``Nd`` is mapped
-  to its ASCII digit before parsing (``'١٤'`` and ``'１４'`` both read as ``14``): a model
-  that writes Arabic-Indic or full-width digits has still computed the number.
+* **Never raise on model output.** ``None``, non-strings, empty strings, megabytes of
+  text, injected tags and unicode digits all give a defined result (``None``, ``False``
+  or ``0.0``).
+* **Linear time.** Tags are found with ``str.find``/``rfind``; the few regular
+  expressions have no nested or overlapping quantifiers, so a 1 MB adversarial input
+  (e.g. ``"<think>" * 100_000``) takes milliseconds, never catastrophic backtracking.
+* **Bounded work for heavy tools.** ``math_verify`` (sympy) only sees short strings
+  that passed a whitelist (no ``\\Gamma(10^9)``, no ``9^{9^{9^9}}``); see
+  :func:`answers_equal`.
+* **Unicode digits count as digits.** Every character of Unicode category ``Nd`` is
+  mapped to its ASCII digit before parsing (``'١٤'`` and ``'１４'`` both read as
+  ``14``): a model that writes Arabic-Indic or full-width digits has still computed the
+  number.
 """
 from __future__ import annotations
 
@@ -75,7 +78,7 @@ def _ascii_digit(match: re.Match) -> str:
     value = unicodedata.decimal(char, None)
     if value is not None:
         return str(value)
-    if char in "\u2212\u2012\u2013\uff0d":  # minus sign, figure dash, en dash, full-width
+    if char in "\u2212\u2012\u2013\uff0d":  # minus sign, figure/en dash, full width
         return "-"
     return char
 
@@ -83,9 +86,9 @@ def _ascii_digit(match: re.Match) -> str:
 def normalize_digits(text: str) -> str:
     """Map every Unicode decimal digit (category ``Nd``) to ASCII ``0-9``.
 
-    ``'١٤'`` (Arabic-Indic) and ``'１４'`` (full width) become ``'14'``; the Unicode minus
-    sign ``'−'`` becomes ``'-'``. Superscripts such as ``'²'`` are not decimal digits and
-    are left alone. ASCII text is returned unchanged without scanning it twice.
+    ``'١٤'`` (Arabic-Indic) and ``'１４'`` (full width) become ``'14'``; the Unicode
+    minus sign ``'−'`` becomes ``'-'``. Superscripts such as ``'²'`` are not decimal
+    digits and are left alone. ASCII text is returned unchanged without a scan.
     """
     if not isinstance(text, str) or text.isascii():
         return text
@@ -96,15 +99,15 @@ def normalize_digits(text: str) -> str:
 def extract_answer(text: Any, strict: bool = True) -> str | None:
     """The model's final answer as a string, or ``None`` when there is none.
 
-    * ``strict=True`` — the content of the **last** ``<answer>…</answer>`` block: the last
-      ``</answer>`` and the last ``<answer>`` before it, stripped. Injected tags cannot
-      smuggle text in: ``"<answer> 20 </answer><answer>14</answer>"`` gives ``"14"``, and
-      ``"<answer> 20 <answer> 14 </answer>"`` gives ``"14"``. An unclosed block gives
-      ``None``.
-    * ``strict=False`` — the **last number** anywhere in the text (digits with an optional
-      sign, thousands commas and decimal part), as GSM8K-style graders do. Unicode digits
-      are normalised to ASCII. A minus sign counts only where it cannot be a binary
-      minus: in ``"5-3"`` the last number is ``"3"``.
+    * ``strict=True`` — the content of the **last** ``<answer>…</answer>`` block: the
+      last ``</answer>`` and the last ``<answer>`` before it, stripped. Injected tags
+      cannot smuggle text in: ``"<answer> 20 </answer><answer>14</answer>"`` and
+      ``"<answer> 20 <answer> 14 </answer>"`` both give ``"14"``. An unclosed block
+      gives ``None``.
+    * ``strict=False`` — the **last number** anywhere in the text (digits with an
+      optional sign, thousands commas and decimal part), as GSM8K-style graders do.
+      Unicode digits are normalised to ASCII. A minus sign counts only where it cannot
+      be a binary minus: in ``"5-3"`` the last number is ``"3"``.
     """
     text = completion_text(text)
     if text is None:
@@ -180,8 +183,8 @@ def parse_number(s: Any) -> Fraction | None:
     parse_number("14.0") == 14`` and ``parse_number("0.1") == Fraction(1, 10)`` exactly.
 
     ``None`` for anything else: words, expressions (``"2 + 12"``), ``"nan"``, ``"inf"``,
-    and numbers with more than :data:`MAX_NUMBER_DIGITS` digits (Python's ``int()`` would
-    raise above 4,300 digits; :func:`answers_equal` compares those as digit strings).
+    and numbers with more than :data:`MAX_NUMBER_DIGITS` digits (Python's ``int()``
+    raises above 4,300 digits; :func:`answers_equal` compares those as digit strings).
     """
     if isinstance(s, bool):
         return None
@@ -201,7 +204,7 @@ def parse_number(s: Any) -> Fraction | None:
 
 
 def _canonical_integer(s: str) -> str | None:
-    """``"+000123"`` -> ``"123"``; ``None`` unless ``s`` is a (possibly huge) integer."""
+    """``"+000123"`` -> ``"123"``; ``None`` unless ``s`` is a (maybe huge) integer."""
     if not _LONG_INTEGER.fullmatch(s):
         return None
     sign = "-" if s[0] == "-" else ""
@@ -210,10 +213,10 @@ def _canonical_integer(s: str) -> str | None:
 
 
 # Only short answers made of these pieces reach math_verify. sympy evaluates some inputs
-# eagerly and for a very long time (9^{9^{9^9}}, \Gamma(99999999), \binom{10^11}{10^9},
-# "2^100000!"), and math_verify's own timeout relies on signal.alarm, which only works in
-# the main thread; so the guard is ours: no factorials, small exponents, short digit runs,
-# and only known LaTeX commands and words.
+# eagerly and for a very long time (9^{9^{9^9}}, \Gamma(99999999), "2^100000!",
+# \binom{10^11}{10^9}), and math_verify's own timeout relies on signal.alarm, which
+# works only in the main thread; so the guard is ours: no factorials, small exponents,
+# short digit runs, and only known LaTeX commands and words.
 _ALLOWED_WORDS = frozenset(
     "frac dfrac tfrac sqrt pi cdot times div left right boxed text mathrm mathbf "
     "infty inf pm mp le ge leq geq neq ne lt gt in cup cap circ degree percent dots "
@@ -221,7 +224,9 @@ _ALLOWED_WORDS = frozenset(
 )
 _WORD = re.compile(r"[A-Za-z]+")
 _LONG_DIGIT_RUN = re.compile(r"[0-9]{31}")
-_SMALL_EXPONENT = re.compile(r"\^(?:-?[0-9]{1,2}|[A-Za-z]|\{\s*-?(?:[0-9]{1,2}|[A-Za-z])\s*\})")
+_SMALL_EXPONENT = re.compile(
+    r"\^(?:-?[0-9]{1,2}|[A-Za-z]|\{\s*-?(?:[0-9]{1,2}|[A-Za-z])\s*\})"
+)
 
 
 def _safe_for_math_verify(s: str) -> bool:
@@ -234,7 +239,13 @@ def _safe_for_math_verify(s: str) -> bool:
     return all(len(w) == 1 or w.lower() in _ALLOWED_WORDS for w in _WORD.findall(s))
 
 
-_OPERATOR = re.compile(r"[+*=^×÷<>]|\\(?:times|cdot|div|pm|mp)\b|(?<=[0-9a-zA-Z})\s])\s*-")
+# A single closed-form value in LaTeX: [-] \frac{a}{b} (also \dfrac, \tfrac, \frac12),
+# [n]\sqrt{m}. The only non-plain predictions compared with a plain-number gold.
+_NUM_ARG = r"(?:\{\s*-?[0-9.]+\s*\}|[0-9])"
+_LATEX_VALUE = re.compile(
+    r"-?\s*(?:\\[dt]?frac\s*" + _NUM_ARG + r"\s*" + _NUM_ARG
+    + r"|(?:[0-9]+\s*)?\\sqrt\s*\{\s*[0-9.]+\s*\})"
+)
 
 
 class _DropTimeoutWarning(logging.Filter):
@@ -259,7 +270,7 @@ def _math_verify():
 
 
 def _latex_equal(pred: str, gold: str) -> bool:
-    """``math_verify.verify(parse(gold), parse(pred))`` with timeouts off (thread safe)."""
+    """``math_verify.verify(parse(gold), parse(pred))``, timeouts off (thread safe)."""
     mv = _math_verify()
 
     def parse(s: str):
@@ -295,19 +306,24 @@ def answers_equal(pred: Any, gold: Any) -> bool:
     Checked in this order (both sides cleaned first: unicode digits to ASCII, spaces
     collapsed, ``$…$``/``\boxed{…}`` unwrapped):
 
-    1. **Same text** → equal (this alone settles huge inputs, e.g. a 100,000-digit number
-       that equals the gold digit for digit).
+    1. **Same text** → equal (this alone settles huge inputs, e.g. a 100,000-digit
+       number that equals the gold digit for digit).
     2. **Both plain numbers** (:func:`parse_number`) → exact rational equality:
        ``14 == 14.0 == "14" == " 14 " == "28/2"``, while ``"0.333333" != "1/3"``.
        Integers longer than :data:`MAX_NUMBER_DIGITS` digits are compared as canonical
        digit strings (leading zeros and ``+`` dropped) — never through ``int()``.
-    3. **LaTeX** → ``math_verify`` (``\frac{1}{2}`` equals ``0.5``), only for strings of at
-       most :data:`MAX_MATH_VERIFY_CHARS` characters that pass a whitelist (known LaTeX
-       commands, exponents of at most two digits, no factorials), with its signal-based
-       timeout turned off so it works from any thread.
-    4. An **expression is not an answer**: when the gold is a plain number, a prediction
-       containing an operator (``+``, ``*``, ``=``, ``^``, a binary ``-``) is not
-       evaluated, so copying the question (``"2 + 3 * 4"`` for gold ``14``) scores 0.
+    3. **Plain-number gold** (the arithmetic and GSM8K tasks): besides a plain number,
+       only a single closed-form LaTeX value is accepted — ``\frac{a}{b}`` (also
+       ``\dfrac``, ``\tfrac``) or ``n\sqrt{m}`` — and compared by ``math_verify``
+       (``\frac{1}{2}`` equals ``0.5``). Anything else is *not evaluated*: an expression
+       (``"2 + 3 * 4"`` — copying the question would otherwise be graded correct, since
+       sympy computes 14), a hedge (``"20 or 14"``), words (``"14 apples"``).
+    4. **Other golds** (LaTeX such as ``\frac{\sqrt{3}}{2}``) → ``math_verify`` on both,
+       as Open-R1 does, but only for strings of at most :data:`MAX_MATH_VERIFY_CHARS`
+       characters that pass a whitelist (known LaTeX commands and words, exponents of at
+       most two digits, no factorials: ``\Gamma(99999999)`` or ``9^{9^{9^9}}`` would
+       keep sympy busy for minutes). Its signal-based timeout is turned off, so this
+       works from any thread; the whitelist is what bounds the work.
 
     ``None``, non-strings and NaN never equal anything.
     """
@@ -324,8 +340,9 @@ def answers_equal(pred: Any, gold: Any) -> bool:
         return long_gold == long_pred
     if long_gold is not None and len(g) > MAX_NUMBER_DIGITS:
         return False  # a huge integer gold only equals the same digit string
-    if gold_value is not None and _OPERATOR.search(p):
-        return False
+    if gold_value is not None:
+        return (_LATEX_VALUE.fullmatch(p) is not None and _safe_for_math_verify(p)
+                and _latex_equal(p, g))
     if not (_safe_for_math_verify(p) and _safe_for_math_verify(g)):
         return False
     return _latex_equal(p, g)
@@ -335,9 +352,9 @@ def answers_equal(pred: Any, gold: Any) -> bool:
 def think_text(text: Any) -> str | None:
     """The reasoning: the stripped text of the first ``<think>…</think>`` block.
 
-    When the completion has a ``</think>`` but no ``<think>`` before it (the prompt ended
-    with ``<think>``, as in GRPO-Zero's template), the text before ``</think>`` is the
-    reasoning. ``None`` when there is no closed think block.
+    When the completion has a ``</think>`` but no ``<think>`` before it (the prompt
+    ended with ``<think>``, as in GRPO-Zero's template), the text before ``</think>`` is
+    the reasoning. ``None`` when there is no closed think block.
     """
     text = completion_text(text)
     if text is None:
@@ -353,11 +370,11 @@ def think_text(text: Any) -> str | None:
 def is_well_formatted(text: Any, strict: bool = True) -> bool:
     r"""Whether the completion follows ``<think> … </think> <answer> … </answer>``.
 
-    * ``strict=True`` — the **whole** completion is exactly one think block followed by
-      one answer block: ``^\s*<think>T</think>\s*<answer>A</answer>\s*$`` where ``T`` and
-      ``A`` are non-blank and contain none of the four tags (so no nesting, no repeats,
-      no text outside the blocks). Empty blocks do not count: ``<think></think>`` is
-      not reasoning.
+    * ``strict=True`` — the **whole** completion is exactly one think block followed
+      by one answer block: ``^\s*<think>T</think>\s*<answer>A</answer>\s*$`` where
+      ``T`` and ``A`` are non-blank and contain none of the four tags (so no nesting,
+      no repeats, no text outside the blocks). Empty blocks do not count:
+      ``<think></think>`` is not reasoning.
     * ``strict=False`` — a think block and, after it, an answer block appear somewhere
       (text around them and extra tags are allowed).
 
@@ -367,10 +384,14 @@ def is_well_formatted(text: Any, strict: bool = True) -> bool:
     if text is None:
         return False
     if not strict:
-        t_open = text.find(THINK_OPEN)
-        t_close = text.find(THINK_CLOSE, t_open + len(THINK_OPEN)) if t_open >= 0 else -1
-        a_open = text.find(ANSWER_OPEN, t_close + len(THINK_CLOSE)) if t_close >= 0 else -1
-        return a_open >= 0 and text.find(ANSWER_CLOSE, a_open + len(ANSWER_OPEN)) >= 0
+        # the first <think>, then </think>, <answer>, </answer>, each after the last
+        position = 0
+        for tag in _TAGS:
+            found = text.find(tag, position)
+            if found < 0:
+                return False
+            position = found + len(tag)
+        return True
     body = text.strip()
     if any(body.count(tag) != 1 for tag in _TAGS):
         return False
@@ -424,7 +445,7 @@ def script_counts(text: Any) -> dict[str, int]:
     return {"latin": latin, "cjk": cjk, "other": other}
 
 
-# ----------------------------------------------------------------------------- degeneration
+# ----------------------------------------------------------------------- degeneration
 def repeated_ngram_fraction(text: Any, n: int = 3) -> float:
     r"""Share of repeated word n-grams: :math:`1 - \frac{\#\text{distinct n-grams}}
     {\#\text{n-grams}}` over lower-cased whitespace-separated words.

@@ -1,17 +1,18 @@
-r"""Rule-based reward functions: what R1-Zero was trained on, and what Open-R1/DAPO/Kimi add.
+r"""Rule-based rewards: R1-Zero's, and the shaping rewards of Open-R1, Kimi and DAPO.
 
-Every reward is a plain per-sample function (TRL's convention without the chat wrapping)::
+Every reward is a plain per-sample function (TRL's convention minus the chat wrapping)::
 
     fn(completions: list[str], **columns) -> list[float]
 
 * ``completions`` — one string per sample (TRL's conversational form, a list of
-  ``{"role", "content"}`` messages, is also accepted: the last message's content counts).
-* ``**columns`` — dataset columns as lists aligned with ``completions`` (``answer=[...]``,
-  ``numbers=[...]``, ``target=[...]``); columns a function does not use are swallowed.
-* **Model output never raises.** ``None``, non-strings, empty or 1 MB completions, injected
-  tags, unicode digits: each gets the function's documented *floor* score.
-* **Programmer mistakes do raise**, with a message saying what to pass: a missing column,
-  a column whose length differs from ``completions``, a bad parameter.
+  ``{"role", "content"}`` messages, is accepted too: the last message counts).
+* ``**columns`` — dataset columns as lists aligned with ``completions``
+  (``answer=[...]``, ``numbers=[...]``, ``target=[...]``); columns a function does not
+  use are swallowed.
+* **Model output never raises.** ``None``, non-strings, empty or 1 MB completions,
+  injected tags, unicode digits: each gets the function's documented *floor* score.
+* **Programmer mistakes do raise**, with a message saying what to pass: a missing
+  column, a column whose length differs from ``completions``, a bad parameter.
 
 :func:`combine_rewards` turns several functions and weights into one reward
 :math:`r = \sum_k w_k r_k` whose per-function scores stay available for logging.
@@ -36,7 +37,8 @@ __all__ = [
     "countdown_format_reward", "countdown_answer_reward", "countdown_reward",
     "language_consistency_reward", "reasoning_steps_reward", "length_reward",
     "cosine_scaled_reward", "repetition_penalty_reward", "soft_overlong_punishment",
-    "combine_rewards", "CombinedReward", "with_params", "reward_name", "REWARD_FUNCTIONS",
+    "combine_rewards", "CombinedReward", "with_params", "reward_name",
+    "REWARD_FUNCTIONS",
 ]
 
 RewardFunction = Callable[..., list]
@@ -68,36 +70,37 @@ def _column(values: Any, name: str, n: int, fn: str, example: str) -> list:
         )
     if len(values) != n:
         raise ValueError(
-            f"{fn}: {name} has {len(values)} entries but there are {n} completions; pass "
-            f"one {name} per completion (repeat each prompt's value num_generations times)"
+            f"{fn}: {name} has {len(values)} entries but there are {n} completions; "
+            f"pass one {name} per completion (repeat each prompt's value "
+            "num_generations times)"
         )
     return list(values)
 
 
 def _lengths(texts: list[str | None], completion_ids: Any, fn: str) -> list[int]:
-    """Token counts when ``completion_ids`` (TRL passes it) is given, else characters."""
+    """Token counts if ``completion_ids`` (TRL passes it) is given, else characters."""
     if completion_ids is None:
         return [len(t) if t is not None else 0 for t in texts]
-    ids = _column(completion_ids, "completion_ids", len(texts), fn, "[[151644, 77091], ...]")
+    ids = _column(completion_ids, "completion_ids", len(texts), fn, "[[785, 42], ...]")
     return [len(row) for row in ids]
 
 
 def _correct(texts: list[str | None], answer: Any, strict: bool, fn: str) -> list[bool]:
     gold = _column(answer, "answer", len(texts), fn, '["14", "7"]')
-    return [answers_equal(extract_answer(t, strict=strict), g) for t, g in zip(texts, gold)]
+    return [answers_equal(extract_answer(t, strict=strict), g)
+            for t, g in zip(texts, gold)]
 
 
 # ----------------------------------------------------------------------------- format
 def format_reward(completions: list[str], **kwargs) -> list[float]:
-    r"""1.0 when the **whole** completion is one think block then one answer block, else 0.0.
+    r"""1.0 when the **whole** completion is one think block then one answer block.
 
     .. math:: r = \mathbb{1}\big[\, y = \texttt{<think>}\,T\,\texttt{</think>}\,
        \texttt{<answer>}\,A\,\texttt{</answer>} \text{ up to whitespace} \,\big]
 
-    with non-blank ``T`` and ``A`` containing no tags, and nothing outside the two blocks
-    (see :func:`grpo_lib.parsing.is_well_formatted`). R1-Zero's format reward (DeepSeek-AI
-    2025): the model must put its reasoning in ``<think>`` and its answer in ``<answer>``.
-    Floor: 0.0.
+    with non-blank ``T`` and ``A`` containing no tags, and nothing outside the two
+    blocks (see :func:`grpo_lib.parsing.is_well_formatted`). R1-Zero's format reward
+    (DeepSeek-AI 2025): reasoning in ``<think>``, answer in ``<answer>``. Floor: 0.0.
     """
     return [1.0 if is_well_formatted(t, strict=True) else 0.0
             for t in _texts(completions, "format_reward")]
@@ -128,13 +131,15 @@ def accuracy_reward(completions: list[str], answer: Sequence | None = None,
     Equality is :func:`grpo_lib.parsing.answers_equal`: exact for plain numbers
     (``14 == 14.0 == " 14 " == "１４"``), ``math_verify`` for short LaTeX
     (``\frac{1}{2} == 0.5``), digit-string comparison for integers too long for
-    ``int()``; an expression such as ``2 + 12`` is not accepted as the answer 14. Floor: 0.0.
+    ``int()``; an expression such as ``2 + 12`` is not accepted as the answer 14.
+    Floor: 0.0.
     """
     texts = _texts(completions, "accuracy_reward")
-    return [1.0 if ok else 0.0 for ok in _correct(texts, answer, strict, "accuracy_reward")]
+    correct = _correct(texts, answer, strict, "accuracy_reward")
+    return [1.0 if ok else 0.0 for ok in correct]
 
 
-# ----------------------------------------------------------------------------- countdown
+# -------------------------------------------------------------------------- countdown
 def _has_block(text: str, open_tag: str, close_tag: str) -> bool:
     start = text.find(open_tag)
     return start >= 0 and text.find(close_tag, start + len(open_tag)) >= 0
@@ -144,8 +149,8 @@ def countdown_format_reward(completions: list[str], response_prefix: str = "",
                             **kwargs) -> list[float]:
     r"""GRPO-Zero's Countdown format score (seed 001 part 2), with partial credit.
 
-    .. math:: r = \begin{cases} 1 & \text{strict format (see } \texttt{format\_reward)} \\
-       0.1\,\mathbb{1}[\text{think block}] + 0.5\,\mathbb{1}[\text{answer block}]
+    .. math:: r = \begin{cases} 1 & \text{strict format (as } \texttt{format\_reward)}
+       \\ 0.1\,\mathbb{1}[\text{think block}] + 0.5\,\mathbb{1}[\text{answer block}]
        & \text{otherwise} \end{cases}
 
     ``response_prefix`` is prepended before checking: GRPO-Zero's prompt ends with
@@ -170,10 +175,13 @@ def _as_fraction(value: Any, name: str, fn: str) -> Fraction:
     try:
         if isinstance(value, float):
             return Fraction(repr(value))
-        return Fraction(str(value).strip()) if isinstance(value, str) else Fraction(int(value))
+        if isinstance(value, str):
+            return Fraction(value.strip())
+        return Fraction(int(value))
     except (TypeError, ValueError, ZeroDivisionError):
-        raise ValueError(f"{fn}: {name} entry {value!r} is not a number; pass integers, "
-                         f"e.g. numbers=[[45, 43, 83, 38]], target=[33]") from None
+        raise ValueError(
+            f"{fn}: {name} entry {value!r} is not a number; pass integers, e.g. "
+            "numbers=[[45, 43, 83, 38]], target=[33]") from None
 
 
 def countdown_answer_reward(completions: list[str], numbers: Sequence | None = None,
@@ -222,8 +230,8 @@ def countdown_answer_reward(completions: list[str], numbers: Sequence | None = N
 def countdown_reward(completions: list[str], numbers: Sequence | None = None,
                      target: Sequence | None = None, format_weight: float = 0.1,
                      response_prefix: str = "", **kwargs) -> list[float]:
-    r"""GRPO-Zero's Countdown reward (seed 001 part 2): :math:`r = 0.1\,r_\text{format} +
-    r_\text{answer}`.
+    r"""GRPO-Zero's Countdown reward (seed 001 part 2):
+    :math:`r = 0.1\,r_\text{format} + r_\text{answer}`.
 
     :func:`countdown_format_reward` (1, or 0.1/0.5 partial credit) weighted by
     ``format_weight`` plus :func:`countdown_answer_reward` (0 or 1). The best score is
@@ -242,17 +250,17 @@ _LANGUAGE_SCRIPT = {"en": "latin", "zh": "cjk"}
 def language_consistency_reward(completions: list[str], language: str | Sequence = "en",
                                 **kwargs) -> list[float]:
     r"""Share of the reasoning written in the target language (DeepSeek-R1's
-    language-consistency reward, DeepSeek-AI 2025 §2.3.3).
+    language-consistency reward, DeepSeek-AI 2025).
 
     .. math:: r = \frac{u_\text{target}}{u_\text{latin} + u_\text{cjk} + u_\text{other}}
 
     counted on the reasoning (the think block; the whole completion if it has none) in
     *language units* (:func:`grpo_lib.parsing.script_counts`): one unit per Latin word,
     one per CJK character, one per word of any other alphabet. ``"en"`` counts Latin
-    words as on-target, ``"zh"`` CJK characters. Digits and symbols belong to no language:
-    a reasoning made only of them (``"2 + 3 = 5, 5 * 4 = 20"``) is consistent with every
-    language and scores 1.0 — which is how the seed's example gives o1 a full language
-    reward. Script is a proxy for language: French also scores 1.0 for ``"en"``.
+    words as on-target, ``"zh"`` CJK characters. Digits and symbols belong to no
+    language: a reasoning made only of them (``"2 + 3 = 5, 5 * 4 = 20"``) is consistent
+    with every language and scores 1.0 — which is how the seed's example gives o1 a
+    full language reward. Script is a proxy for language: French scores 1.0 for "en".
 
     ``language`` is one code for all completions or a column with one per completion.
     Floor: 0.0 (no text, or a blank reasoning).
@@ -291,14 +299,16 @@ def reasoning_steps_reward(completions: list[str], min_steps: int = 3,
     r"""Open-R1's step-by-step reward: :math:`r = \min(1, k / \text{min\_steps})`, with
     :math:`k` the number of step markers.
 
-    Markers: ``"Step 1:"``, a numbered line ``"1."``, a bullet ``"\n-"``/``"\n*"``, and the
-    words ``First,``/``Second,``/``Next,``/``Finally,``. (Open-R1 forgets ``re.MULTILINE``,
-    so its ``^\d+\.`` only matches at the very start; here it matches every line.) Note
-    what it does *not* count: the seed's ``"3 * 4 = 12, 2 + 12 = 14"`` has two steps and
-    scores 0 — a reward written for one output style. Floor: 0.0.
+    Markers: ``"Step 1:"``, a numbered line ``"1."``, a bullet ``"\n-"``/``"\n*"``,
+    and the words ``First,``/``Second,``/``Next,``/``Finally,``. (Open-R1 forgets
+    ``re.MULTILINE``, so its ``^\d+\.`` only matches at the very start; here it
+    matches every line.) Note what it does *not* count: the seed's
+    ``"3 * 4 = 12, 2 + 12 = 14"`` has two steps and scores 0 — a reward written for
+    one output style. Floor: 0.0.
     """
     if min_steps < 1:
-        raise ValueError(f"min_steps must be >= 1 (steps for full reward), got {min_steps}")
+        raise ValueError(f"min_steps must be >= 1 (steps for the full reward), "
+                         f"got {min_steps}")
     return [0.0 if t is None else min(1.0, len(_STEP_MARKER.findall(t)) / min_steps)
             for t in _texts(completions, "reasoning_steps_reward")]
 
@@ -308,9 +318,9 @@ def _groups(n: int, num_generations: int | None, fn: str) -> list[range]:
     size = n if num_generations is None else num_generations
     if not isinstance(size, int) or size < 1 or (n and n % size):
         raise ValueError(
-            f"{fn}: num_generations={num_generations!r} must be a positive integer that "
-            f"divides the number of completions ({n}); completions are ordered group by "
-            "group ([p0]*G + [p1]*G + ...)"
+            f"{fn}: num_generations={num_generations!r} must be a positive integer "
+            f"that divides the number of completions ({n}); completions are ordered "
+            "group by group ([p0]*G + [p1]*G + ...)"
         )
     return [range(start, start + size) for start in range(0, n, size)] if n else []
 
@@ -318,7 +328,7 @@ def _groups(n: int, num_generations: int | None, fn: str) -> list[range]:
 def length_reward(completions: list[str], answer: Sequence | None = None,
                   num_generations: int | None = None, strict: bool = True,
                   completion_ids: Sequence | None = None, **kwargs) -> list[float]:
-    r"""Kimi 1.5's length penalty (Kimi Team 2025, §2.3.3), computed within each group.
+    r"""Kimi 1.5's length reward (Kimi Team 2025), computed within each group.
 
     .. math:: \lambda_i = 0.5 - \frac{\text{len}_i - \text{min\_len}}
        {\text{max\_len} - \text{min\_len}}, \qquad
@@ -357,9 +367,10 @@ def cosine_scaled_reward(completions: list[str], answer: Sequence | None = None,
                          min_value_wrong: float = -1.0, max_value_wrong: float = -0.5,
                          min_value_correct: float = 0.5, max_value_correct: float = 1.0,
                          max_len: int = 1000, strict: bool = True,
-                         completion_ids: Sequence | None = None, **kwargs) -> list[float]:
-    r"""Open-R1's cosine length scaling (Yeo et al. 2025): short correct answers earn most,
-    short wrong answers lose most.
+                         completion_ids: Sequence | None = None,
+                         **kwargs) -> list[float]:
+    r"""Open-R1's cosine length scaling (Yeo et al. 2025): short correct answers earn
+    most, short wrong answers lose most.
 
     .. math:: r = r_\text{end} + \tfrac12 (r_\text{start} - r_\text{end})
        \left(1 + \cos\!\left(\pi \min(1, L / L_\text{max})\right)\right)
@@ -387,7 +398,7 @@ def cosine_scaled_reward(completions: list[str], answer: Sequence | None = None,
     return rewards
 
 
-# ----------------------------------------------------------------------------- repetition
+# ------------------------------------------------------------------------- repetition
 def repetition_penalty_reward(completions: list[str], ngram_size: int = 3,
                               max_penalty: float = -1.0, **kwargs) -> list[float]:
     r"""Open-R1's n-gram repetition penalty (Yeo et al. 2025, appendix C.2).
@@ -397,11 +408,12 @@ def repetition_penalty_reward(completions: list[str], ngram_size: int = 3,
 
     over lower-cased whitespace-separated words (:func:`grpo_lib.parsing.
     repeated_ngram_fraction`). 0 for text without repeats or with fewer than
-    ``ngram_size`` words; approaches ``max_penalty`` (the floor) for a loop. Text without
-    spaces (Chinese) is one "word" and is not penalised.
+    ``ngram_size`` words; approaches ``max_penalty`` (the floor) for a loop. Text
+    without spaces (Chinese) is one "word" and is not penalised.
     """
     if max_penalty > 0:
-        raise ValueError(f"max_penalty must be <= 0 (it is a penalty), got {max_penalty}")
+        raise ValueError(f"max_penalty must be <= 0 (it is a penalty), "
+                         f"got {max_penalty}")
     return [max_penalty * repeated_ngram_fraction(t, ngram_size) if t else 0.0
             for t in _texts(completions, "repetition_penalty_reward")]
 
@@ -420,8 +432,8 @@ def soft_overlong_punishment(completions: list[str], max_completion_len: int = 5
 
     :math:`L_\text{max}` = ``max_completion_len``, :math:`L_\text{cache}` =
     ``soft_punish_cache`` (TRL's names). DAPO measures :math:`|y|` in tokens: pass
-    ``completion_ids`` (TRL does) to do the same; without it :math:`|y|` is the number of
-    characters. Added to the task reward, it ramps from 0 to −1 over the last
+    ``completion_ids`` (TRL does) to do the same; without it :math:`|y|` is the number
+    of characters. Added to the task reward, it ramps from 0 to −1 over the last
     ``soft_punish_cache`` units. Floor: −1.0.
     """
     fn = "soft_overlong_punishment"
@@ -441,16 +453,17 @@ def soft_overlong_punishment(completions: list[str], max_completion_len: int = 5
     return rewards
 
 
-# ----------------------------------------------------------------------------- composing
+# -------------------------------------------------------------------------- composing
 def reward_name(fn: Callable) -> str:
-    """A readable name for logs: ``__name__``, or ``func(k=v)`` for a ``functools.partial``."""
+    """A readable name for logs: ``__name__``, or ``func(k=v)`` for a partial."""
     if isinstance(fn, functools.partial):
         params = ", ".join(f"{k}={v!r}" for k, v in fn.keywords.items())
         return f"{reward_name(fn.func)}({params})"
     return getattr(fn, "__name__", None) or type(fn).__name__
 
 
-def with_params(fn: RewardFunction, name: str | None = None, **params) -> RewardFunction:
+def with_params(fn: RewardFunction, name: str | None = None,
+                **params) -> RewardFunction:
     """``fn`` with some keyword parameters fixed, under a readable ``__name__``.
 
     ``with_params(cosine_scaled_reward, max_len=200)`` logs as
@@ -468,27 +481,28 @@ def with_params(fn: RewardFunction, name: str | None = None, **params) -> Reward
 
 
 class CombinedReward:
-    r"""A weighted sum of reward functions, :math:`r_i = \sum_k w_k\, r_k(y_i)`, that keeps
-    each function's scores.
+    r"""A weighted sum of reward functions, :math:`r_i = \sum_k w_k\, r_k(y_i)`, that
+    keeps each function's scores.
 
-    * ``combined(completions, **columns)`` -> the weighted sums (a reward function itself);
+    * ``combined(completions, **columns)`` -> the weighted sums (a reward function);
     * ``combined.breakdown(completions, **columns)`` -> ``{name: scores}`` unweighted;
     * ``combined.last_breakdown`` — the breakdown of the latest call (for logging).
 
-    ``None`` returned by a function (TRL's "not applicable") becomes NaN in the breakdown
-    and counts as 0 in the sum (TRL's ``nansum``); a sample for which every function
-    returns NaN gets NaN.
+    ``None`` returned by a function (TRL's "not applicable") becomes NaN in the
+    breakdown and counts as 0 in the sum (TRL's ``nansum``); a sample for which every
+    function returns NaN gets NaN.
     """
 
-    def __init__(self, funcs: Sequence[RewardFunction], weights: Sequence[float] | None = None):
+    def __init__(self, funcs: Sequence[RewardFunction],
+                 weights: Sequence[float] | None = None):
         funcs = list(funcs)
         if not funcs or not all(callable(f) for f in funcs):
-            raise TypeError(f"combine_rewards needs a non-empty list of reward functions, "
-                            f"got {funcs!r:.120}")
+            raise TypeError(f"combine_rewards needs a non-empty list of reward "
+                            f"functions, got {funcs!r:.120}")
         weights = [1.0] * len(funcs) if weights is None else [float(w) for w in weights]
         if len(weights) != len(funcs):
-            raise ValueError(f"combine_rewards: {len(funcs)} functions but {len(weights)} "
-                             "weights; pass one weight per function")
+            raise ValueError(f"combine_rewards: {len(funcs)} functions but "
+                             f"{len(weights)} weights; pass one weight per function")
         self.funcs, self.weights = funcs, weights
         self.names: list[str] = []
         for f in funcs:
@@ -506,9 +520,10 @@ class CombinedReward:
         for name, f in zip(self.names, self.funcs):
             scores = f(completions, **columns)
             if scores is None or len(scores) != len(completions):
-                raise ValueError(f"reward function {name} returned "
-                                 f"{'None' if scores is None else len(scores)} scores for "
-                                 f"{len(completions)} completions; it must return one each")
+                got = "None" if scores is None else len(scores)
+                raise ValueError(f"reward function {name} returned {got} scores for "
+                                 f"{len(completions)} completions; it must return one "
+                                 "each")
             result[name] = [math.nan if s is None else float(s) for s in scores]
         return result
 
@@ -516,7 +531,8 @@ class CombinedReward:
         self.last_breakdown = self.breakdown(completions, **columns)
         totals = []
         for i in range(len(completions)):
-            terms = [w * self.last_breakdown[n][i] for n, w in zip(self.names, self.weights)]
+            terms = [w * self.last_breakdown[n][i]
+                     for n, w in zip(self.names, self.weights)]
             finite = [t for t in terms if not math.isnan(t)]
             totals.append(math.fsum(finite) if finite else math.nan)
         return totals
@@ -530,8 +546,8 @@ def combine_rewards(funcs: Sequence[RewardFunction],
     r"""Compose reward functions: :math:`r = \sum_k w_k r_k` (weights default to 1).
 
     ``combine_rewards([accuracy_reward, format_reward], [1.0, 0.1])`` is R1-Zero's
-    accuracy + 0.1·format; on the seed's o1..o4 it gives 0.1, 1.1, 1.0, 0.1. The result is
-    a :class:`CombinedReward`: call it like any reward function, and use
+    accuracy + 0.1·format; on the seed's o1..o4 it gives 0.1, 1.1, 1.0, 0.1. The
+    result is a :class:`CombinedReward`: call it like any reward function, and use
     ``.breakdown(...)`` or ``.last_breakdown`` to log each function separately.
     """
     return CombinedReward(funcs, weights)
@@ -545,4 +561,4 @@ REWARD_FUNCTIONS: dict[str, RewardFunction] = {
         repetition_penalty_reward, soft_overlong_punishment,
     )
 }
-"""Every reward function by name, for configs: ``REWARD_FUNCTIONS["accuracy_reward"]``."""
+"""Every reward function by name, for configs: ``REWARD_FUNCTIONS["format_reward"]``."""

@@ -22,6 +22,7 @@ intermediate value). Arithmetic is exact (:class:`fractions.Fraction`), so
 from __future__ import annotations
 
 import ast
+import math
 from fractions import Fraction
 
 __all__ = ["ExpressionError", "safe_eval", "expression_literals", "parse_expression"]
@@ -33,9 +34,11 @@ class ExpressionError(ValueError):
     """The expression is not allowed, malformed, too big, or divides by zero."""
 
 
-def _check_source(expr: object, max_length: int, max_depth: int, allow_pow: bool) -> str:
+def _check_source(expr: object, max_length: int, max_depth: int,
+                  allow_pow: bool) -> str:
     if not isinstance(expr, str):
-        raise ExpressionError(f"expected the expression as a string, got {type(expr).__name__}")
+        raise ExpressionError(
+            f"expected the expression as a string, got {type(expr).__name__}")
     if len(expr) > max_length:
         raise ExpressionError(
             f"expression has {len(expr)} characters, more than max_length={max_length}"
@@ -55,7 +58,8 @@ def _check_source(expr: object, max_length: int, max_depth: int, allow_pow: bool
         if char == "(":
             depth += 1
             if depth > max_depth:
-                raise ExpressionError(f"parentheses nested deeper than max_depth={max_depth}")
+                raise ExpressionError(
+                    f"parentheses nested deeper than max_depth={max_depth}")
         elif char == ")":
             depth -= 1
             if depth < 0:
@@ -77,14 +81,15 @@ def parse_expression(expr: str, *, max_length: int = 256, max_depth: int = 100,
     try:
         return ast.parse(source.strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as err:
-        raise ExpressionError(f"not a valid expression ({type(err).__name__}: {err})") from None
+        raise ExpressionError(
+            f"not a valid expression ({type(err).__name__}: {err})") from None
 
 
 def _literal(node: ast.Constant, max_abs: int) -> Fraction:
     value = node.value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ExpressionError(f"only numbers are allowed, found {value!r}")
-    if isinstance(value, float) and (value != value or value in (float("inf"), -float("inf"))):
+    if isinstance(value, float) and not math.isfinite(value):
         raise ExpressionError(f"number literal is not finite: {value!r}")
     result = Fraction(value) if isinstance(value, int) else Fraction(repr(value))
     return _bounded(result, max_abs)
@@ -96,7 +101,8 @@ def _bounded(value: Fraction, max_abs: int) -> Fraction:
     return value
 
 
-def _power(base: Fraction, exponent: Fraction, max_abs: int, max_exponent: int) -> Fraction:
+def _power(base: Fraction, exponent: Fraction, max_abs: int,
+           max_exponent: int) -> Fraction:
     if exponent.denominator != 1:
         raise ExpressionError(f"exponent must be an integer, got {exponent}")
     e = int(exponent)
@@ -113,7 +119,8 @@ def _power(base: Fraction, exponent: Fraction, max_abs: int, max_exponent: int) 
 
 def _evaluate(node: ast.AST, depth: int, limits: dict) -> Fraction:
     if depth > limits["max_depth"]:
-        raise ExpressionError(f"expression nested deeper than max_depth={limits['max_depth']}")
+        raise ExpressionError(
+            f"expression nested deeper than max_depth={limits['max_depth']}")
     if isinstance(node, ast.Expression):
         return _evaluate(node.body, depth + 1, limits)
     if isinstance(node, ast.Constant):

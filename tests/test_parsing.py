@@ -123,8 +123,17 @@ def test_answers_equal_latex_through_math_verify():
 
 def test_answers_equal_rejects_expressions_for_numeric_gold():
     """Copying the question would otherwise be rewarded: sympy evaluates 2+3*4 = 14."""
-    for pred in ("2 + 3 * 4", "2+12", "$2+12$", "7*2", "20 - 6", "x = 14", "2^3 + 6"):
+    for pred in ("2 + 3 * 4", "2+12", "$2+12$", "7*2", "20 - 6", "x = 14", "2^3 + 6",
+                 "\\frac{28}{2} + 0", "14 apples", "20 or 14", "14, 20", "14 14"):
         assert not answers_equal(pred, "14"), pred
+    # a list of numbers is not an answer, even if math_verify would pick one of them
+    assert not answers_equal("0 1 2 3 4 5 6 7 8 9", "9")
+
+
+def test_answers_equal_single_latex_values_for_numeric_gold():
+    assert answers_equal("\\frac12", "0.5") and answers_equal("-\\dfrac{1}{2}", "-0.5")
+    assert answers_equal("\\sqrt{196}", "14") and answers_equal("$\\tfrac{28}{2}$", "14")
+    assert not answers_equal("\\frac{1}{3}", "0.5")
 
 
 def test_answers_equal_bounded_on_hostile_answers():

@@ -364,3 +364,30 @@ def test_programmer_errors_say_what_to_pass():
     with pytest.raises(TypeError, match="pass a list of completions"):
         format_reward(None)
     assert format_reward([]) == [] and accuracy_reward([], answer=[]) == []
+
+
+# ----------------------------------------------------------------------------- checkers
+def test_chapter3_checkers_accept_solutions_and_reject_mistakes():
+    from grpo_lib.exercises.ch03 import (
+        check_soft_overlong_punishment, check_spray_hack, check_strict_format_reward)
+
+    assert check_strict_format_reward(format_reward)
+    with pytest.raises(AssertionError, match="expected 0.0, got 1.0"):
+        check_strict_format_reward(soft_format_reward)
+
+    def overlong(lengths, max_len, cache):
+        ids = [[0] * n for n in lengths]
+        return soft_overlong_punishment(["x"] * len(lengths), max_completion_len=max_len,
+                                        soft_punish_cache=cache, completion_ids=ids)
+
+    assert check_soft_overlong_punishment(overlong)
+    with pytest.raises(AssertionError, match="sign is flipped"):
+        check_soft_overlong_punishment(lambda *a: [-x for x in overlong(*a)])
+
+    spray = ("<think> spray </think> <answer> "
+             + " ".join(str(k) for k in range(1000)) + " </answer>")
+    assert check_spray_hack(spray)
+    with pytest.raises(AssertionError, match="does not pay for"):
+        check_spray_hack("<think> a </think> <answer> 14 </answer>")
+    with pytest.raises(AssertionError, match="strict format"):
+        check_spray_hack(" ".join(str(k) for k in range(1000)))
