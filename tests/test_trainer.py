@@ -1,0 +1,263 @@
+"""grpo_lib.trainer: real short runs on a micro Qwen2 (no mocks), CleanRL style.
+
+The reward in most tests is the share of digit characters in the completion: a random
+model emits some digits, so groups have reward variance and GRPO has something to learn.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from grpo_lib.models import build_tokenizer, random_model
+from grpo_lib.trainer import (
+    METRIC_COLUMNS,
+    GRPOConfig,
+    GRPOTrainer,
+    _lr_multiplier,
+    load_config,
+)
+
+ROWS = [
+    {"question": q, "answer": a, "prompt": [{"role": "user", "content": f"What is {q}?"}]}
+    for q, a in [("2 + 3", "5"), ("4 * 2", "8"), ("7 - 1", "6"), ("3 + 3 * 2", "9"),
+                 ("6 - 2", "4"), ("1 + 8", "9")]
+]
+
+
+def digit_share(completions, **kwargs):
+    """Share of digit characters in each completion (0 for an empty one)."""
+    return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in completions]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer()
+
+
+def _config(tmp_path, **overrides) -> GRPOConfig:
+    values = dict(output_dir=str(tmp_path / "run"), per_step_prompts=2, num_generations=4,
+                  max_completion_length=8, max_steps=3, learning_rate=3e-2,
+                  progress_bar=False, sample_every=0, seed=0)
+    values.update(overrides)
+    return GRPOConfig(**values)
+
+
+def _params(model) -> torch.Tensor:
+    return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+
+# ------------------------------------------------------------------------ config
+@pytest.mark.parametrize("overrides,message", [
+    (dict(num_generations=1), "G must be an integer >= 2"),
+    (dict(per_step_prompts=3, num_generations=4, micro_batch_size=5),
+     r"does not divide the batch .* = 12; pick one of \[1, 2, 3, 4, 6, 12\]"),
+    (dict(epsilon=0.0), "epsilon > 0"),
+    (dict(loss_type="ppo"), "loss_type='ppo' is unknown"),
+    (dict(loss_type="reinforce", num_iterations=2), "set num_iterations=1"),
+    (dict(scale_rewards="std"), "scale_rewards='std'"),
+    (dict(reward_weights=[1.0]), "give one weight per function"),
+    (dict(temperature=0.0), "temperature > 0"),
+    (dict(lr_scheduler_type="step"), "lr_scheduler_type='step'"),
+])
+def test_validate_says_what_to_change(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        GRPOConfig(**overrides).validate()
+
+
+def test_every_field_has_a_docstring():
+    import ast
+    import inspect
+
+    from grpo_lib import trainer
+
+    tree = ast.parse(inspect.getsource(trainer.GRPOConfig))
+    body = tree.body[0].body
+    documented = {
+        stmt.target.id for stmt, nxt in zip(body, body[1:])
+        if isinstance(stmt, ast.AnnAssign) and isinstance(nxt, ast.Expr)
+        and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)
+    }
+    fields = {f.name for f in __import__("dataclasses").fields(GRPOConfig)}
+    assert fields - documented == set()
+
+
+def test_load_config_overrides_and_unknown_keys(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("num_generations: 4\nloss_type: dapo\nreward_weights: [1.0, 0.1]\n")
+    config = load_config(path, ["max_steps=7", "beta=0.04", "epsilon_high=0.28"])
+    assert (config.num_generations, config.loss_type, config.max_steps) == (4, "dapo", 7)
+    assert (config.beta, config.epsilon_high, config.reward_weights) == (0.04, 0.28, [1.0, 0.1])
+    with pytest.raises(ValueError, match="did you mean 'num_generations'"):
+        load_config(path, ["num_generation=4"])
+
+
+def test_lr_schedule_by_hand():
+    # 10 updates, 2 of warm-up: 0.5, 1.0, then linear decay over the 8 remaining
+    assert [_lr_multiplier(u, 10, 2, "linear") for u in (0, 1, 2, 6)] == [0.5, 1.0, 1.0, 0.5]
+    assert _lr_multiplier(6, 10, 2, "cosine") == pytest.approx(0.5)
+    assert _lr_multiplier(9, 10, 0, "constant") == 1.0
+
+
+# ------------------------------------------------------------------------ real runs
+def test_short_run_learns_and_logs(tokenizer, tmp_path):
+    model = random_model(tokenizer, size="micro", seed=0)
+    config = _config(tmp_path, max_steps=12, sample_every=6, per_step_prompts=4,
+                     micro_batch_size=8)
+    trainer = GRPOTrainer(model, tokenizer, [digit_share], config, ROWS)
+    metrics = trainer.train()
+    assert list(metrics.columns) == METRIC_COLUMNS + ["reward/digit_share"]
+    assert len(metrics) == 12 and metrics["step"].tolist() == list(range(1, 13))
+    on_disk = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    assert on_disk["reward"].tolist() == pytest.approx(metrics["reward"].tolist())
+    # the policy moves toward digits: the last 3 steps beat the first 3 clearly
+    first, last = metrics["reward"][:3].mean(), metrics["reward"][-3:].mean()
+    assert last > first + 0.1, (first, last)
+    assert (metrics["grad_norm"][1:] > 0).all() and metrics["loss"].abs().max() < 1e-5
+    assert metrics["kl"].isna().all()  # beta = 0: no reference model
+    assert trainer.ref_model is None
+    samples = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert {s["step"] for s in samples} == {6, 12} and len(samples) == 2 * 16
+
+
+def test_mu_and_beta_use_old_and_reference_logprobs(tokenizer, tmp_path):
+    model = random_model(tokenizer, size="micro", seed=0)
+    config = _config(tmp_path, num_iterations=2, beta=0.04, loss_type="dapo",
+                     epsilon_high=0.28, max_steps=2)
+    trainer = GRPOTrainer(model, tokenizer, [digit_share], config, ROWS)
+    metrics = trainer.train()
+    assert trainer.ref_model is not None and trainer.ref_model is not model
+    # step 1's first pass is on the reference itself (kl 0), its second pass is not
+    assert 0 < metrics["kl"][0] < metrics["kl"][1]
+    assert metrics["loss"].notna().all() and (metrics["skipped_updates"] == 0).all()
+    # two optimizer updates per step
+    assert trainer.scheduler.last_epoch == 4
+
+
+def test_faulty_reward_is_logged_once_and_run_continues(tokenizer, tmp_path, capsys):
+    calls = {"n": 0}
+
+    def flaky(completions, **kwargs):
+        calls["n"] += 1
+        if len(completions) > 1:
+            raise RuntimeError("cannot score a batch")
+        text = completions[0]
+        if any(ch.isdigit() for ch in text[:3]):
+            raise ValueError("digit up front")
+        return [math.nan if len(text) % 2 else 1.0]
+
+    model = random_model(tokenizer, size="micro", seed=0)
+    config = _config(tmp_path, max_steps=3)
+    trainer = GRPOTrainer(model, tokenizer, [digit_share, flaky], config, ROWS)
+    metrics = trainer.train()
+    out = capsys.readouterr().out
+    assert out.count("[reward flaky] raised RuntimeError: cannot score a batch") == 1
+    assert out.count("[reward flaky] gave a missing/NaN/inf score") == 1
+    assert len(metrics) == 3 and metrics["reward_errors"].sum() > 0
+    assert metrics["reward/flaky"].between(0, 1).all()
+    assert calls["n"] == 3 * (1 + 8)  # each step: one batch call, then one per completion
+
+
+def test_nan_loss_guard_skips_the_update(tokenizer, tmp_path, capsys):
+    def exploding(completions, **kwargs):  # a reward on a float32-overflowing scale
+        return [3e38 if i % 2 else -3e38 for i in range(len(completions))]
+
+    model = random_model(tokenizer, size="micro", seed=0)
+    before = _params(model)
+    config = _config(tmp_path, max_steps=2, scale_rewards="none", loss_type="bnpo")
+    metrics = GRPOTrainer(model, tokenizer, [exploding], config, ROWS).train()
+    assert metrics["skipped_updates"].tolist() == [1, 1]
+    assert torch.equal(_params(model), before)
+    assert "skipped this update, the parameters are unchanged" in capsys.readouterr().out
+
+
+def test_dynamic_sampling_without_signal_skips_update(tokenizer, tmp_path, capsys):
+    model = random_model(tokenizer, size="micro", seed=0)
+    before = _params(model)
+    config = _config(tmp_path, max_steps=1, dynamic_sampling=True,
+                     dynamic_sampling_max_rounds=1)
+    metrics = GRPOTrainer(model, tokenizer, [lambda c, **k: [1.0] * len(c)], config,
+                          ROWS).train()
+    assert metrics["num_groups"].tolist() == [0] and metrics["zero_std_frac"][0] == 1.0
+    assert torch.equal(_params(model), before)
+    assert "every sampled group had equal rewards" in capsys.readouterr().out
+
+
+def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path):
+    config = dict(max_steps=3, save_every=2, num_iterations=2, micro_batch_size=4,
+                  beta=0.04, warmup_ratio=0.3, lr_scheduler_type="cosine")
+    # uninterrupted run
+    model_a = random_model(tokenizer, size="micro", seed=0)
+    full = GRPOTrainer(model_a, tokenizer, [digit_share],
+                       _config(tmp_path, **config), ROWS).train()
+    checkpoint = tmp_path / "run" / "checkpoint-2"
+    assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 2
+    # a fresh process would build the same initial model, then resume
+    model_b = random_model(tokenizer, size="micro", seed=0)
+    resumed = GRPOTrainer(model_b, tokenizer, [digit_share],
+                          _config(tmp_path, resume_from_checkpoint=str(checkpoint), **config),
+                          ROWS)
+    metrics = resumed.train()
+    assert resumed.step == 3 and len(metrics) == 1
+    assert torch.equal(_params(model_b), _params(model_a))
+    skip = {"time_generate", "time_reward", "time_update", "time_step"}
+    row_a, row_b = full.iloc[-1], metrics.iloc[-1]
+    for column in full.columns:
+        if column not in skip:
+            assert row_b[column] == pytest.approx(row_a[column], nan_ok=True, abs=0), column
+    # the metrics file holds steps 1-3 once each
+    assert pd.read_csv(tmp_path / "run" / "metrics.csv")["step"].tolist() == [1, 2, 3]
+
+
+def test_ctrl_c_saves_a_checkpoint_that_resumes_exactly(tokenizer, tmp_path):
+    calls = {"n": 0}
+
+    def interrupt_on_third_call(completions, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:  # during step 3's rewards
+            raise KeyboardInterrupt
+        return digit_share(completions)
+
+    model = random_model(tokenizer, size="micro", seed=0)
+    with pytest.raises(KeyboardInterrupt):
+        GRPOTrainer(model, tokenizer, [interrupt_on_third_call],
+                    _config(tmp_path, max_steps=4), ROWS).train()
+    checkpoint = tmp_path / "run" / "checkpoint-2"
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    assert state["step"] == 2 and state["position"] == 4  # step 3's prompts not consumed
+    assert not list((tmp_path / "run").glob(".tmp-*"))  # written atomically
+
+    resumed_model = random_model(tokenizer, size="micro", seed=0)
+    GRPOTrainer(resumed_model, tokenizer, [digit_share],
+                _config(tmp_path, max_steps=4, resume_from_checkpoint=str(checkpoint)),
+                ROWS).train()
+    reference_model = random_model(tokenizer, size="micro", seed=0)
+    GRPOTrainer(reference_model, tokenizer, [digit_share],
+                _config(tmp_path, max_steps=4, output_dir=str(tmp_path / "ref")),
+                ROWS).train()
+    assert torch.equal(_params(resumed_model), _params(reference_model))
+
+
+def test_cli_train_from_yaml(tokenizer, tmp_path):
+    from grpo_lib.cli import main
+
+    model_dir = tmp_path / "micro"
+    random_model(tokenizer, size="micro", seed=0).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    path = tmp_path / "tiny.yaml"
+    path.write_text(
+        f"model_name_or_path: {model_dir}\n"
+        "reward_funcs: [accuracy_reward, format_reward, {name: length_reward}]\n"
+        "reward_weights: [1.0, 0.1, 0.0]\n"
+        "per_step_prompts: 2\nnum_generations: 2\nmax_completion_length: 4\n"
+        "progress_bar: false\ndevice: cpu\n"
+    )
+    main(["train", "--config", str(path), "--set", "max_steps=1",
+          "--set", f"output_dir={tmp_path / 'cli_run'}"])
+    metrics = pd.read_csv(tmp_path / "cli_run" / "metrics.csv")
+    assert metrics["step"].tolist() == [1]
+    assert {"reward/accuracy_reward", "reward/format_reward",
+            "reward/length_reward"} <= set(metrics.columns)
