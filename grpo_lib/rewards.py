@@ -254,13 +254,14 @@ def language_consistency_reward(completions: list[str], language: str | Sequence
 
     .. math:: r = \frac{u_\text{target}}{u_\text{latin} + u_\text{cjk} + u_\text{other}}
 
-    counted on the reasoning (the think block; the whole completion if it has none) in
-    *language units* (:func:`grpo_lib.parsing.script_counts`): one unit per Latin word,
-    one per CJK character, one per word of any other alphabet. ``"en"`` counts Latin
-    words as on-target, ``"zh"`` CJK characters. Digits and symbols belong to no
-    language: a reasoning made only of them (``"2 + 3 = 5, 5 * 4 = 20"``) is consistent
-    with every language and scores 1.0 — which is how the seed's example gives o1 a
-    full language reward. Script is a proxy for language: French scores 1.0 for "en".
+    counted on the reasoning (the think block; if there is none, the whole completion
+    without its tags) in *language units* (:func:`grpo_lib.parsing.script_counts`): one
+    unit per Latin word, one per CJK character, one per word of any other alphabet.
+    ``"en"`` counts Latin words as on-target, ``"zh"`` CJK characters. Digits and
+    symbols belong to no language: a reasoning made only of them
+    (``"2 + 3 = 5, 5 * 4 = 20"``) is consistent with every language and scores 1.0 —
+    which is how the seed's example gives o1 a full language reward. Script is a proxy
+    for language: French scores 1.0 for "en".
 
     ``language`` is one code for all completions or a column with one per completion.
     Floor: 0.0 (no text, or a blank reasoning).
@@ -277,7 +278,9 @@ def language_consistency_reward(completions: list[str], language: str | Sequence
             raise ValueError(f"{fn}: unknown language {code!r}; supported: "
                              f"{sorted(_LANGUAGE_SCRIPT)}")
         reasoning = think_text(text)
-        if reasoning is None:
+        if reasoning is None and text is not None:  # no think block: the whole text
+            for tag in (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE):
+                text = text.replace(tag, " ")
             reasoning = text
         if not reasoning or not reasoning.strip():
             scores.append(0.0)
@@ -414,8 +417,9 @@ def repetition_penalty_reward(completions: list[str], ngram_size: int = 3,
     if max_penalty > 0:
         raise ValueError(f"max_penalty must be <= 0 (it is a penalty), "
                          f"got {max_penalty}")
-    return [max_penalty * repeated_ngram_fraction(t, ngram_size) if t else 0.0
-            for t in _texts(completions, "repetition_penalty_reward")]
+    fractions = [repeated_ngram_fraction(t, ngram_size) if t else 0.0
+                 for t in _texts(completions, "repetition_penalty_reward")]
+    return [max_penalty * f if f else 0.0 for f in fractions]  # 0.0, never -0.0
 
 
 def soft_overlong_punishment(completions: list[str], max_completion_len: int = 512,

@@ -192,9 +192,9 @@ def test_language_consistency_reward():
              "<think> 2 + 3 = 5 </think> <answer> 5 </answer>",   # symbols only: 1.0
              "no tags at all, plain english",                       # whole text: 1.0
              "<think>   </think> <answer> 1 </answer>",              # blank: floor 0
-             None, ""]
+             None, "", "<think>" * 1000, "<answer> 14 </answer>"]
     assert language_consistency_reward(texts) == pytest.approx(
-        [1.0, 0.0, 0.6, 1.0, 1.0, 0.0, 0.0, 0.0])
+        [1.0, 0.0, 0.6, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0])
     assert language_consistency_reward(texts[:3], language="zh") == pytest.approx(
         [0.0, 1.0, 0.4])
     assert language_consistency_reward(texts[:2], language=["zh", "zh"]) == [0.0, 1.0]
@@ -256,6 +256,7 @@ def test_repetition_penalty_reward():
     got = repetition_penalty_reward(texts, ngram_size=3, max_penalty=-1.0)
     assert got == pytest.approx([-0.25, 0.0, -(1 - 1 / 998), 0.0, 0.0, 0.0])
     assert repetition_penalty_reward(texts[:1], max_penalty=-0.5) == [-0.125]
+    assert math.copysign(1.0, got[1]) == 1.0  # 0.0, not -0.0, when nothing repeats
     with pytest.raises(ValueError, match="max_penalty must be <= 0"):
         repetition_penalty_reward(texts, max_penalty=1.0)
 
