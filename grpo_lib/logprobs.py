@@ -54,6 +54,9 @@ def selective_log_softmax(logits: torch.Tensor, index: torch.Tensor) -> torch.Te
     for row_logits, row_index in zip(logits, index):  # [T, V], [T]
         row_logp = F.log_softmax(row_logits, dim=-1)  # [T, V]
         rows.append(row_logp.gather(-1, row_index.unsqueeze(-1)).squeeze(-1))  # [T]
+        # Free this row now: otherwise it stays alive while the next row's log_softmax
+        # is allocated, and the peak is two [T, V] rows instead of one.
+        del row_logp
     return torch.stack(rows)  # [B, T]
 
 
