@@ -274,3 +274,35 @@ def test_chapter4_checkers_accept_solutions_and_explain_mistakes():
     with pytest.raises(AssertionError, match="shifted the labels"):
         check_sft_labels(lambda ids, m: torch.where(
             torch.cat([m[1:], m[:1]]).bool(), ids, -100))
+
+
+def _profiled_peak_bytes(fn):
+    """Peak of allocations during fn() on the CPU, replayed from the profiler's events."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    changes = []
+    for event in prof.events():
+        delta = event.self_cpu_memory_usage
+        if delta:
+            changes.append((event.time_range.start if delta > 0 else event.time_range.end,
+                            delta))
+    running = peak = 0
+    for _, delta in sorted(changes):
+        running += delta
+        peak = max(peak, running)
+    return peak
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_selective_log_softmax_peak_memory_is_one_row(dtype):
+    B, T, V = 4, 16, 8192
+    logits = torch.randn(B, T, V).to(dtype)
+    index = torch.randint(0, V, (B, T))
+    row = T * V * dtype.itemsize
+    with torch.no_grad():
+        peak = _profiled_peak_bytes(lambda: selective_log_softmax(logits, index))
+        full = _profiled_peak_bytes(lambda: _naive(logits, index))
+    assert row <= peak < 1.2 * row, (peak, row)
+    assert full >= B * row
