@@ -54,8 +54,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # initialised* `Qwen2ForCausalLM` will do: the book's tokenizer (chapter 5 builds it)
 # and the `tiny` configuration with random weights. Its predictions are noise — each
 # token costs about $\log V$ nats — but every identity below holds for a trained model
-# too. The model runs on the CPU in float32 for sections 4.1–4.5, so the numbers are
-# the same on every machine.
+# too. The model runs on the CPU in float32 for sections 4.1–4.5, whatever the
+# profile, so the checked numbers do not depend on the reader's accelerator.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -314,9 +314,9 @@ print(padding.to_string(index=False, float_format=lambda v: f"{v:.1e}"))
 # With position ids, padding is invisible to both models. Without them, the RoPE model
 # survives by a symmetry of its position encoding and the absolute-position model gets
 # different numbers. The library passes position ids always, so its log-probs do not
-# depend on the architecture or on how much padding a row carries. (In bfloat16 even
-# RoPE's rounding differences grow; chapter 6's sampler passes the same position ids,
-# so the log-probs the sampler saw and the ones the trainer computes agree.)
+# depend on the architecture or on how much padding a row carries. (The rounding
+# differences grow in bfloat16; chapter 6's sampler uses the same position ids, so the
+# sampler and the trainer see every token at the same position.)
 #
 # One layout is refused outright: right-padded *prompts* followed by the completion.
 # The column before the completion would then be padding, and it would "predict" the
