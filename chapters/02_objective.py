@@ -173,8 +173,8 @@ surrogate_explorer(epsilon=0.2, advantage=1.0, epsilon_high=0.28)
 # ### Clip-higher
 #
 # DAPO {cite}`yu2025dapo` observed that the symmetric clip limits how fast an *unlikely*
-# good token can grow: a token at probability 0.01 may only reach 0.012 in one round,
-# while a token at 0.9 is barely constrained. It decouples the two ranges,
+# good token can grow (their example: a token at probability 0.01 may only reach 0.012
+# in one round, while one at 0.9 is barely constrained). It decouples the two ranges,
 # $\varepsilon_{low} = 0.2$ and $\varepsilon_{high} = 0.28$ (TRL: `epsilon`,
 # `epsilon_high`). `clipped_tokens` reports which tokens each side switched off; the
 # trainer logs their fractions as `clip_frac_low` and `clip_frac_high`.
