@@ -1,0 +1,266 @@
+"""Pretraining the book's base model on the designed corpus (``python -m grpo_lib pretrain``).
+
+A plain causal-LM loop: AdamW, linear warm-up then cosine decay to 10%, bf16 autocast on a
+GPU, a CSV log, tqdm. The result is a folder that ``AutoModelForCausalLM.from_pretrained``
+and ``AutoTokenizer.from_pretrained`` load offline, with a model card (``README.md``) that
+records the config, corpus mix, tokens seen, steps, wall time, device, final loss and the
+evaluation table.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from .corpus import CorpusMix, document_text, sample_documents
+from .models import build_tokenizer, count_parameters, model_config, stop_token_ids
+from .tasks.arithmetic import DATA_DIR, Problem, load_split, read_rows, solve_steps
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class PretrainConfig:
+    """Settings of one pretraining run (defaults are the tiny model's)."""
+
+    size: str = "tiny"  # model size name in grpo_lib.models.MODEL_SIZES
+    steps: int = 3000  # optimizer steps
+    batch_size: int = 64  # documents per step
+    lr: float = 3e-3  # peak learning rate
+    warmup_frac: float = 0.05  # share of steps with linear warm-up
+    min_lr_frac: float = 0.1  # cosine decays to this share of lr
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    vocab_size: int = 512
+    device: str = "cpu"
+    mix: CorpusMix = field(default_factory=CorpusMix)
+    log_every: int = 25
+
+
+SIZE_DEFAULTS = {
+    "micro": dict(steps=200, batch_size=32, lr=3e-3),
+    "tiny": dict(steps=3000, batch_size=64, lr=3e-3),
+    "small": dict(steps=4000, batch_size=128, lr=1e-3),
+}
+
+
+def lr_at(step: int, cfg: PretrainConfig) -> float:
+    """Warm-up then cosine: lr·s/w for s < w, else lr·(m + (1-m)·(1+cos(π·p))/2)."""
+    warmup = max(1, int(cfg.warmup_frac * cfg.steps))
+    if step < warmup:
+        return cfg.lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, cfg.steps - warmup)
+    return cfg.lr * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _train_problems() -> list[Problem]:
+    rows = read_rows("train")
+    return [Problem(r["question"], int(r["answer"]), r["num_operands"], r["has_parens"],
+                    r["precedence_matters"], solve_steps(r["question"])) for r in rows]
+
+
+def bf16_autocast_supported(device: torch.device) -> bool:
+    """bf16 autocast where the hardware does bf16 natively (CUDA, or a CPU with AVX512-BF16/AMX).
+
+    On such a CPU it halves the tiny model's step time; elsewhere it would be emulated and
+    slower, so training stays in float32. Master weights and optimizer states stay float32.
+    """
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _length_bucketed(texts: list[str], batch_size: int, seed: int, window: int = 16) -> list[str]:
+    """Reorder so each batch holds documents of similar length (less padding, same data).
+
+    Within windows of ``window`` batches, documents are sorted by length and cut into
+    batches; the batches are then shuffled so that lengths do not trend over training.
+    """
+    rng = random.Random(seed)
+    batches = []
+    span = window * batch_size
+    for start in range(0, len(texts), span):
+        chunk = sorted(texts[start:start + span], key=len)
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return [t for b in batches for t in b]
+
+
+def pretrain(cfg: PretrainConfig, out_dir: str | Path, eval_n: int = 500) -> Path:
+    """Pretrain a model of ``cfg.size`` and write a checkpoint folder to ``out_dir``."""
+    from tqdm.auto import tqdm
+    from transformers import GenerationConfig, Qwen2ForCausalLM
+
+    out = Path(out_dir)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    device = torch.device(cfg.device)
+    tokenizer = build_tokenizer(cfg.vocab_size)
+    model = Qwen2ForCausalLM(model_config(tokenizer, cfg.size)).to(device)
+    model.generation_config = GenerationConfig(eos_token_id=stop_token_ids(tokenizer),
+                                               pad_token_id=tokenizer.pad_token_id)
+    n_params = count_parameters(model)
+    problems = _train_problems()
+    docs = sample_documents(problems, cfg.steps * cfg.batch_size, mix=cfg.mix, seed=cfg.seed)
+    texts = _length_bucketed([document_text(d, tokenizer) for d in docs], cfg.batch_size, cfg.seed)
+
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=cfg.lr, betas=(0.9, 0.95), fused=False)
+    use_bf16 = bf16_autocast_supported(device)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    log_path = tmp / "pretrain_log.csv"
+    tokens_seen, t0, losses = 0, time.time(), []
+    model.train()
+    with open(log_path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["step", "loss", "lr", "tokens_seen", "elapsed_s"])
+        bar = tqdm(range(cfg.steps), desc=f"pretrain {cfg.size}", mininterval=2.0)
+        for step in bar:
+            batch_texts = texts[step * cfg.batch_size:(step + 1) * cfg.batch_size]
+            enc = tokenizer(batch_texts, return_tensors="pt", padding=True, padding_side="right")
+            input_ids = enc["input_ids"].to(device)  # [B, T]
+            attention_mask = enc["attention_mask"].to(device)  # [B, T]
+            labels = input_ids.masked_fill(attention_mask == 0, -100)  # no loss on padding
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(step, cfg)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
+                loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"pretraining loss became {loss.item()} at step {step}; "
+                                         f"lower --lr (now {cfg.lr})")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            tokens_seen += int(attention_mask.sum())
+            losses.append(loss.item())
+            if step % cfg.log_every == 0 or step == cfg.steps - 1:
+                writer.writerow([step, f"{loss.item():.4f}", f"{lr_at(step, cfg):.3e}",
+                                 tokens_seen, f"{time.time() - t0:.1f}"])
+                bar.set_postfix(loss=f"{loss.item():.3f}")
+        bar.close()
+    wall = time.time() - t0
+    model.eval()
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+
+    table = None
+    if eval_n > 0:
+        from .evaluation import evaluate
+
+        table = evaluate(model, tokenizer, load_split("test"), n=eval_n, batch_size=128,
+                         num_samples=4, temperature=1.0, seed=cfg.seed)
+        table.to_csv(tmp / "eval.csv")
+    info = {
+        "size": cfg.size, "parameters": n_params, "steps": cfg.steps, "batch_size": cfg.batch_size,
+        "documents": len(texts), "tokens_seen": tokens_seen, "wall_time_s": round(wall, 1),
+        "device": _device_name(device), "torch_threads": torch.get_num_threads(),
+        "final_loss_mean_last_50": round(sum(losses[-50:]) / len(losses[-50:]), 4),
+        "config": {k: v for k, v in asdict(cfg).items() if k != "mix"},
+        "corpus_mix": asdict(cfg.mix),
+        "model_config": {k: v for k, v in model.config.to_dict().items()
+                         if k in ("hidden_size", "intermediate_size", "num_hidden_layers",
+                                  "num_attention_heads", "num_key_value_heads", "vocab_size")},
+    }
+    (tmp / "pretrain_info.json").write_text(json.dumps(info, indent=2))
+    (tmp / "README.md").write_text(_model_card(info, table, out))
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    print(f"wrote {out} ({n_params:,} parameters, {tokens_seen:,} tokens, {wall / 60:.1f} min "
+          f"on {info['device']}, final loss {info['final_loss_mean_last_50']})")
+    if table is not None:
+        print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    return out
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def _model_card(info: dict, table, out: Path) -> str:
+    rel = out.resolve().relative_to(ROOT) if out.resolve().is_relative_to(ROOT) else out
+    lines = [
+        f"# {out.name}",
+        "",
+        f"A {info['parameters']:,}-parameter `Qwen2ForCausalLM` pretrained from scratch by "
+        f"`grpo_lib` on the book's designed arithmetic corpus (see `grpo_lib/corpus.py`). "
+        f"It is a *base model with designed flaws*: later chapters fix them with RL.",
+        "",
+        "Made by:",
+        "",
+        "```bash",
+        f"python -m grpo_lib pretrain --size {info['size']} --steps {info['steps']} "
+        f"--batch-size {info['batch_size']} --lr {info['config']['lr']} "
+        f"--seed {info['config']['seed']} --out {rel}",
+        "```",
+        "",
+        "| what | value |", "| --- | --- |",
+        f"| parameters | {info['parameters']:,} |",
+        f"| architecture | {json.dumps(info['model_config'])} |",
+        f"| steps x batch | {info['steps']} x {info['batch_size']} documents |",
+        f"| tokens seen | {info['tokens_seen']:,} |",
+        f"| wall time | {info['wall_time_s'] / 60:.1f} min |",
+        f"| device | {info['device']} |",
+        f"| final loss (mean of last 50 steps) | {info['final_loss_mean_last_50']} |",
+        "",
+        "Corpus mix (`grpo_lib.corpus.CorpusMix`):",
+        "",
+        "```json", json.dumps(info["corpus_mix"], indent=1), "```", "",
+    ]
+    if table is not None:
+        lines += ["Evaluation (`grpo_lib.evaluate`, held-out `data/arithmetic/test.jsonl`):", "",
+                  table.to_markdown(floatfmt=".3f") if _has_tabulate() else
+                  "```\n" + table.to_string(float_format=lambda v: f"{v:.3f}") + "\n```", ""]
+    lines += ["Load offline:", "", "```python",
+              "from transformers import AutoModelForCausalLM, AutoTokenizer",
+              f"model = AutoModelForCausalLM.from_pretrained('{rel}')",
+              f"tokenizer = AutoTokenizer.from_pretrained('{rel}')", "```", ""]
+    return "\n".join(lines)
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def pretrain_from_args(args) -> Path:
+    """Entry point of ``python -m grpo_lib pretrain``."""
+    from .profiles import profile
+
+    defaults = SIZE_DEFAULTS[args.size]
+    cfg = PretrainConfig(
+        size=args.size,
+        steps=args.steps or defaults["steps"],
+        batch_size=args.batch_size or defaults["batch_size"],
+        lr=args.lr or defaults["lr"],
+        seed=args.seed,
+        device=args.device or profile().device,
+    )
+    if cfg.steps < 1 or cfg.batch_size < 1 or cfg.lr <= 0:
+        raise ValueError(f"steps, batch size and lr must be positive, got {cfg.steps}, "
+                         f"{cfg.batch_size}, {cfg.lr}")
+    out = args.out or (DATA_DIR.parent / "models" / f"{args.size}-qwen2-base")
+    return pretrain(cfg, out, eval_n=args.eval_n)
