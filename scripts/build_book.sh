@@ -35,7 +35,9 @@ mkdir -p _build
 start=$(date +%s)
 jupyter-book build . --config "$config" --toc _toc.yml --path-output . --all \
   --keep-going 2>&1 | tee _build/build.log
-echo "[build_book] built in $(( $(date +%s) - start )) s"
+warnings=$(grep -c "WARNING:" _build/build.log || true)
+echo "[build_book] built in $(( $(date +%s) - start )) s with $warnings Sphinx warning(s)" \
+     "(see _build/build.log)"
 
 html="$root/_build/html/index.html"
 if [ ! -f "$html" ]; then
