@@ -2,37 +2,39 @@
 
 "Algorithm = credit assigner + loss." The *credit assigner* (``grpo_lib.advantages``)
 turns rewards into one advantage per completion; the *loss* below turns advantages and
-log-probabilities into the scalar we differentiate. The variants in the literature differ
-mostly in how they **aggregate** per-token terms, and that choice has real effects on
-which completions the gradient favours (short vs long, easy vs hard prompts):
+log-probabilities into the scalar we differentiate. The variants in the literature
+differ mostly in how they **aggregate** the per-token terms :math:`\\ell_{i,t}`, and
+that choice decides which completions the gradient favours (short or long ones):
 
-=============  ==========================================================  ==============
-``loss_type``  aggregation of per-token losses :math:`\\ell_{i,t}`          source
-=============  ==========================================================  ==============
-``grpo``       :math:`\\frac1B\\sum_i \\frac{1}{|o_i|}\\sum_t \\ell_{i,t}`     DeepSeekMath eq. 3
-``bnpo``       :math:`\\sum_{i,t} \\ell_{i,t} / \\sum_i |o_i|` (per micro-batch)  TRL
-``dr_grpo``    :math:`\\sum_{i,t} \\ell_{i,t} / (B\\,L_{\\max})`                Dr. GRPO
-``dapo``       :math:`\\sum_{i,t} \\ell_{i,t} / N_{\\text{tokens}}` (whole batch) DAPO eq. 8
-``reinforce``  :math:`-\\frac1B\\sum_i A_i \\sum_t \\log\\pi_\\theta(o_{i,t})`     REINFORCE + group baseline
-=============  ==========================================================  ==============
+* ``grpo`` — :math:`\\frac1B\\sum_i \\frac{1}{|o_i|}\\sum_t \\ell_{i,t}`, sequence mean
+  then batch mean (DeepSeekMath eq. 3);
+* ``bnpo`` — :math:`\\sum_{i,t} \\ell_{i,t} / \\sum_i |o_i|`, token mean of each
+  micro-batch (TRL);
+* ``dr_grpo`` — :math:`\\sum_{i,t} \\ell_{i,t} / (B\\,L_{\\max})`, a constant
+  denominator (Dr. GRPO, Liu et al. 2025);
+* ``dapo`` — :math:`\\sum_{i,t} \\ell_{i,t} / N_{\\text{tokens}}`, token mean of the
+  whole accumulated batch (DAPO, Yu et al. 2025, sec. 3.3);
+* ``reinforce`` — :math:`-\\frac1B\\sum_i A_i \\sum_t \\log\\pi_\\theta(o_{i,t})`,
+  REINFORCE with the group mean as baseline: no ratio, no clip (picoRL, seed 002).
 
-For the four clipped variants the per-token loss is the negated PPO/GRPO clipped surrogate
-plus the KL penalty (DeepSeekMath eq. 3, k3 estimator of Schulman 2020):
+For the four clipped variants the per-token loss is the negated PPO/GRPO clipped
+surrogate plus the KL penalty (DeepSeekMath eq. 3-4, Schulman's k3 estimator):
 
 .. math::
 
     \\ell_{i,t} = -\\min\\big(r_{i,t} A_i,\\;
-                  \\operatorname{clip}(r_{i,t}, 1-\\varepsilon, 1+\\varepsilon_{high}) A_i\\big)
-                  + \\beta\\, \\mathbb{D}^{k3}_{i,t},
+        \\operatorname{clip}(r_{i,t}, 1-\\varepsilon, 1+\\varepsilon_{high}) A_i\\big)
+        + \\beta\\, \\mathbb{D}^{k3}_{i,t},
     \\qquad r_{i,t} = \\frac{\\pi_\\theta(o_{i,t}|q, o_{i,<t})}
                            {\\pi_{\\theta_{old}}(o_{i,t}|q, o_{i,<t})}
 
-Gradient accumulation follows TRL 1.16 (``GRPOTrainer._compute_loss``) exactly, so that a
-batch split into ``K`` micro-batches gives the loss TRL gives: ``grpo``, ``bnpo``,
+Gradient accumulation follows TRL 1.16 (``GRPOTrainer._compute_loss``) exactly, so that
+a batch split into ``K`` micro-batches gives the loss TRL gives: ``grpo``, ``bnpo``,
 ``dr_grpo`` and ``reinforce`` divide each micro-batch's value by ``K``; ``dapo`` divides
 each micro-batch's token sum by the number of active tokens in the *whole* batch
 (``num_items_in_batch``), so the sum over micro-batches is one global token mean.
 """
+
 from __future__ import annotations
 
 import torch
@@ -48,10 +50,12 @@ LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "reinforce")
 def aggregate_grpo(per_token_loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Sequence-mean, then batch-mean (DeepSeekMath eq. 3, TRL ``loss_type="grpo"``).
 
-    .. math:: L = \\frac1B \\sum_{i=1}^{B} \\frac{1}{|o_i|} \\sum_{t=1}^{|o_i|} \\ell_{i,t}
+    .. math:: L = \\frac1B \\sum_{i=1}^{B} \\frac{1}{|o_i|}
+              \\sum_{t=1}^{|o_i|} \\ell_{i,t}
 
     Every completion weighs the same whatever its length, so each token of a long
-    completion weighs less than a token of a short one: a length bias (Dr. GRPO, sec. 3.1).
+    completion weighs less than a token of a short one: the length bias that Dr. GRPO
+    (Liu et al. 2025) points out.
     An all-masked row counts as length 1 (contributes 0), as in TRL.
     """
     per_seq = (per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)  # [B]
@@ -72,7 +76,7 @@ def aggregate_bnpo(per_token_loss: torch.Tensor, mask: torch.Tensor) -> torch.Te
 def aggregate_dr_grpo(
     per_token_loss: torch.Tensor, mask: torch.Tensor, max_completion_length: int
 ) -> torch.Tensor:
-    """Token sum over a constant (Dr. GRPO, Liu et al. 2025, eq. 2; TRL ``"dr_grpo"``).
+    """Token sum over a constant (Dr. GRPO, Liu et al. 2025; TRL ``"dr_grpo"``).
 
     .. math:: L = \\frac{\\sum_{i,t} m_{i,t}\\, \\ell_{i,t}}{B \\cdot L_{\\max}}
 
@@ -82,17 +86,20 @@ def aggregate_dr_grpo(
     if max_completion_length is None or max_completion_length <= 0:
         raise ValueError(
             f"loss_type='dr_grpo' divides by B * max_completion_length, but "
-            f"max_completion_length={max_completion_length!r}. Pass the generation limit "
-            f"(the trainer's config.max_completion_length), e.g. max_completion_length=64."
+            f"max_completion_length={max_completion_length!r}. Pass the generation "
+            f"limit (the trainer's config.max_completion_length), e.g. "
+            f"max_completion_length=64."
         )
     batch_size = per_token_loss.size(0)  # B of this micro-batch
     return (per_token_loss * mask).sum() / (batch_size * max_completion_length)
 
 
 def aggregate_dapo(
-    per_token_loss: torch.Tensor, mask: torch.Tensor, num_items_in_batch: torch.Tensor | float
+    per_token_loss: torch.Tensor,
+    mask: torch.Tensor,
+    num_items_in_batch: torch.Tensor | float,
 ) -> torch.Tensor:
-    """Token-level normalisation over the whole batch (DAPO, Yu et al. 2025, eq. 8).
+    """Token-level normalisation over the whole batch (DAPO, Yu et al. 2025, sec. 3.3).
 
     .. math:: L = \\frac{\\sum_{i,t} m_{i,t}\\, \\ell_{i,t}}{N}, \\qquad
               N = \\sum_{\\text{all micro-batches}} \\sum_{i,t} m_{i,t}
@@ -101,12 +108,15 @@ def aggregate_dapo(
     batch, so summing this over micro-batches gives one token mean for the whole batch:
     every token in the step weighs the same (TRL ``"dapo"``).
     """
-    n = torch.as_tensor(num_items_in_batch, dtype=per_token_loss.dtype,
-                        device=per_token_loss.device)
+    n = torch.as_tensor(
+        num_items_in_batch, dtype=per_token_loss.dtype, device=per_token_loss.device
+    )
     return (per_token_loss * mask).sum() / n.clamp(min=1.0)
 
 
-def aggregate_reinforce(per_token_loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def aggregate_reinforce(
+    per_token_loss: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     """Sum over tokens, mean over sequences (REINFORCE's sequence log-likelihood).
 
     .. math:: L = \\frac1B \\sum_{i=1}^{B} \\sum_{t=1}^{|o_i|} \\ell_{i,t}
@@ -131,22 +141,26 @@ def clipped_token_loss(
     """Negated clipped surrogate per token (PPO eq. 7, DeepSeekMath eq. 3).
 
     .. math:: \\ell_{i,t} = -\\min\\big(r_{i,t} A_i,\\;
-              \\operatorname{clip}(r_{i,t}, 1-\\varepsilon, 1+\\varepsilon_{high}) A_i\\big)
+        \\operatorname{clip}(r_{i,t}, 1-\\varepsilon, 1+\\varepsilon_{high}) A_i\\big)
 
     Returns ``(per_token_loss [B, T], ratio [B, T])``.
     """
     ratio = probability_ratio(logp, old_logp)  # [B, T]
-    objective = clipped_surrogate(ratio, advantages, epsilon=epsilon,
-                                  epsilon_high=epsilon_high)  # [B, T]
+    objective = clipped_surrogate(
+        ratio, advantages, epsilon=epsilon, epsilon_high=epsilon_high
+    )  # [B, T]
     return -objective, ratio
 
 
 def reinforce_token_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
-    """REINFORCE with the group baseline, per token: :math:`\\ell_{i,t} = -A_i \\log\\pi_\\theta(o_{i,t})`.
+    """REINFORCE with the group baseline, per token.
 
-    No ratio and no clip: the gradient is :math:`-A_i \\nabla \\log \\pi_\\theta(o_{i,t})`,
-    the plain policy gradient (Williams 1992) with the group mean as baseline. Only valid
-    on-policy (samples from the current policy, ``num_iterations=1``).
+    .. math:: \\ell_{i,t} = -A_i \\log\\pi_\\theta(o_{i,t})
+
+    No ratio and no clip: the gradient is
+    :math:`-A_i \\nabla\\log\\pi_\\theta(o_{i,t})`, the plain policy gradient (Williams
+    1992) with the group mean as baseline. Only valid on-policy (samples from the
+    current policy, ``num_iterations=1``).
     """
     return -advantages * logp  # [B, T]
 
@@ -161,10 +175,13 @@ def _check_inputs(logp, old_logp, advantages, mask, loss_type, epsilon, beta, re
             f"(TRL's default is 'dapo'; DeepSeekMath's formula is 'grpo')."
         )
     if logp.ndim != 2:
-        raise ValueError(f"logp must be [B, T] per-token log-probs, got shape {tuple(logp.shape)}.")
+        raise ValueError(
+            f"logp must be [B, T] per-token log-probs, got shape {tuple(logp.shape)}."
+        )
     if mask.shape != logp.shape:
         raise ValueError(
-            f"mask shape {tuple(mask.shape)} differs from logp shape {tuple(logp.shape)}; "
+            f"mask shape {tuple(mask.shape)} differs from logp shape "
+            f"{tuple(logp.shape)}; "
             f"pass the completion mask that goes with these log-probs."
         )
     if old_logp is not None and old_logp.shape != logp.shape:
@@ -178,11 +195,14 @@ def _check_inputs(logp, old_logp, advantages, mask, loss_type, epsilon, beta, re
             f"{tuple(advantages.shape)} for B={logp.shape[0]}."
         )
     if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0 (the clip range 1 +- epsilon), got {epsilon!r}; "
-                         f"the usual value is 0.2.")
+        raise ValueError(
+            f"epsilon must be > 0 (the clip range 1 +- epsilon), got {epsilon!r}; "
+            f"the usual value is 0.2."
+        )
     if beta != 0.0 and ref_logp is None:
         raise ValueError(
-            f"beta={beta} adds a KL penalty to the reference model, but ref_logp is None. "
+            f"beta={beta} adds a KL penalty to the reference model, but ref_logp is "
+            f"None. "
             f"Pass the reference model's per-token log-probs, or set beta=0.0."
         )
 
@@ -204,7 +224,7 @@ def policy_loss(
     ref_logp: torch.Tensor | None = None,
     max_completion_length: int | None = None,
     use_bias_correction_kl: bool = True,
-    num_micro_batches: int = 1,
+    num_micro_batches: float = 1,
     num_items_in_batch: torch.Tensor | float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO-family policy loss of one micro-batch, ready for ``loss.backward()``.
@@ -213,16 +233,18 @@ def policy_loss(
 
         \\mathcal L = \\operatorname{Agg}_{\\texttt{loss\\_type}}\\Big(
             \\ell^{clip}_{i,t} + \\beta\\,\\mathbb D^{k3}_{i,t}\\Big), \\qquad
-        \\mathbb D^{k3}_{i,t} = \\frac{\\pi_{ref}}{\\pi_\\theta} - \\log\\frac{\\pi_{ref}}{\\pi_\\theta} - 1
+        \\mathbb D^{k3}_{i,t} = \\frac{\\pi_{ref}}{\\pi_\\theta}
+            - \\log\\frac{\\pi_{ref}}{\\pi_\\theta} - 1
 
     (DeepSeekMath eq. 3-4), where ``Agg`` is one of the ``aggregate_*`` functions above
     and ``loss_type="reinforce"`` replaces :math:`\\ell^{clip}` by
     :math:`-A_i\\log\\pi_\\theta(o_{i,t})`. The KL term is added per token *before*
     aggregation, as in TRL. With ``use_bias_correction_kl=True`` (TRL 1.16's default,
-    from DeepSeek-V3.2) the KL term is :math:`\\beta\\, r_{i,t}\\, \\mathbb D^{k3}_{i,t}`:
-    the ratio :math:`r_{i,t}` is 1 on-policy, so the *value* is unchanged, but its
-    gradient turns k3's gradient (that of :math:`KL(\\pi_{ref}\\|\\pi_\\theta)`) into the
-    gradient of the reverse KL :math:`KL(\\pi_\\theta\\|\\pi_{ref})` that k3 estimates.
+    from DeepSeek-V3.2) the KL term is
+    :math:`\\beta\\, r_{i,t}\\, \\mathbb D^{k3}_{i,t}`: the ratio :math:`r_{i,t}` is 1
+    on-policy, so the *value* is unchanged, but its gradient turns k3's gradient (that
+    of :math:`KL(\\pi_{ref}\\|\\pi_\\theta)`) into the gradient of the reverse KL
+    :math:`KL(\\pi_\\theta\\|\\pi_{ref})` that k3 estimates.
 
     Args:
         logp: ``[B, T]`` log-probs of the sampled tokens under the current policy
@@ -238,23 +260,27 @@ def policy_loss(
         beta: KL coefficient; needs ``ref_logp`` ``[B, T]`` when non-zero.
         max_completion_length: ``L_max`` for ``dr_grpo``.
         use_bias_correction_kl: multiply the per-token KL by the ratio (see above).
-        num_micro_batches: ``K``, micro-batches accumulated into one optimizer step.
+        num_micro_batches: ``K``, micro-batches accumulated into one optimizer step
+            (for equal micro-batches; in general ``B_total / B_this``, which weighs
+            each micro-batch by its share of the rows — the trainer passes that).
         num_items_in_batch: active tokens in the whole accumulated batch (``dapo``);
             defaults to this micro-batch's ``mask.sum()``.
 
     Returns:
         ``(loss, stats)``; ``stats`` holds floats measured on this micro-batch's active
         tokens: ``policy_loss`` (the loss before the ``1/K`` accumulation factor),
-        ``kl`` (mean k3; NaN when ``beta == 0``: no reference), ``clip_frac_low`` / ``clip_frac_high``
-        / ``clip_frac_region`` (share of tokens whose ratio left the clip range on the
-        side where clipping removes the gradient: ``r < 1-eps`` with ``A < 0``, ``r >
-        1+eps_high`` with ``A > 0``, either), ``ratio_mean``, ``ratio_max`` and
-        ``num_tokens``.
+        ``kl`` (mean k3; NaN when ``beta == 0``: no reference), ``clip_frac_low``,
+        ``clip_frac_high``, ``clip_frac_region`` (share of tokens whose ratio left the
+        clip range on the side where clipping removes the gradient: ``r < 1-eps`` with
+        ``A < 0``, ``r > 1+eps_high`` with ``A > 0``, either), ``ratio_mean``,
+        ``ratio_max`` and ``num_tokens``.
     """
     _check_inputs(logp, old_logp, advantages, mask, loss_type, epsilon, beta, ref_logp)
     mask = mask.to(logp.dtype)  # [B, T]
     advantages = advantages.to(logp.dtype)  # [B] or [B, T]
-    adv = advantages.unsqueeze(1) if advantages.ndim == 1 else advantages  # [B, 1] or [B, T]
+    adv = (
+        advantages.unsqueeze(1) if advantages.ndim == 1 else advantages
+    )  # [B, 1] or [B, T]
     old_logp = logp.detach() if old_logp is None else old_logp  # [B, T]
     eps_high = epsilon if epsilon_high is None else epsilon_high
 
@@ -262,12 +288,15 @@ def policy_loss(
         per_token_loss = reinforce_token_loss(logp, adv)  # [B, T]
         ratio = probability_ratio(logp.detach(), old_logp)  # [B, T], for logging only
     else:
-        per_token_loss, ratio = clipped_token_loss(logp, old_logp, advantages, epsilon,
-                                                    eps_high)
+        per_token_loss, ratio = clipped_token_loss(
+            logp, old_logp, advantages, epsilon, eps_high
+        )
 
     if beta != 0.0:
         per_token_kl = kl_estimate(logp, ref_logp, kind="k3")  # [B, T]
-        if use_bias_correction_kl:  # value unchanged on-policy, gradient becomes reverse-KL's
+        if (
+            use_bias_correction_kl
+        ):  # value unchanged on-policy, gradient becomes reverse-KL's
             per_token_kl = per_token_kl * probability_ratio(logp, old_logp)  # [B, T]
         per_token_loss = per_token_loss + beta * per_token_kl
 
@@ -276,7 +305,10 @@ def policy_loss(
     elif loss_type == "bnpo":
         loss = aggregate_bnpo(per_token_loss, mask) / num_micro_batches
     elif loss_type == "dr_grpo":
-        loss = aggregate_dr_grpo(per_token_loss, mask, max_completion_length) / num_micro_batches
+        loss = (
+            aggregate_dr_grpo(per_token_loss, mask, max_completion_length)
+            / num_micro_batches
+        )
     elif loss_type == "dapo":
         n = mask.sum() if num_items_in_batch is None else num_items_in_batch
         loss = aggregate_dapo(per_token_loss, mask, n)
@@ -285,15 +317,22 @@ def policy_loss(
 
     with torch.no_grad():
         r = ratio.detach()  # [B, T]
-        low, high = clipped_tokens(r, advantages, epsilon=epsilon,
-                                   epsilon_high=eps_high)  # [B, T]
+        low, high = clipped_tokens(
+            r, advantages, epsilon=epsilon, epsilon_high=eps_high
+        )  # [B, T]
         low, high = low.to(mask.dtype), high.to(mask.dtype)
         region = torch.clamp(low + high, max=1.0)
-        ratio_max = r.masked_fill(mask == 0, float("-inf")).max().item() if mask.any() else 1.0
+        ratio_max = (
+            r.masked_fill(mask == 0, float("-inf")).max().item() if mask.any() else 1.0
+        )
         scale = 1.0 if loss_type == "dapo" else float(num_micro_batches)
         stats = {
             "policy_loss": loss.detach().item() * scale,
-            "kl": _masked_mean(per_token_kl.detach(), mask) if beta != 0.0 else float("nan"),
+            "kl": (
+                _masked_mean(per_token_kl.detach(), mask)
+                if beta != 0.0
+                else float("nan")
+            ),
             "clip_frac_low": _masked_mean(low, mask),
             "clip_frac_high": _masked_mean(high, mask),
             "clip_frac_region": _masked_mean(region, mask),

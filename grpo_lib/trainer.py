@@ -2,18 +2,20 @@
 
 One training *step* (DeepSeekMath, Shao et al. 2024, Algorithm 1, with TRL's names):
 
-1. **rollout** — take ``per_step_prompts`` prompts and sample ``num_generations`` (``G``)
-   completions for each with the current policy (:func:`grpo_lib.sampling.generate`);
+1. **rollout** — take ``per_step_prompts`` prompts and sample ``num_generations``
+   (``G``) completions for each with the current policy
+   (:func:`grpo_lib.sampling.generate`);
 2. **rewards** — score every completion with each reward function, log each function,
    combine them with ``reward_weights`` (:math:`r_i = \\sum_k w_k r_{k,i}`);
-3. **credit** — group-relative advantages (:func:`grpo_lib.advantages.group_advantages`);
-4. **old and reference log-probs** — only what the loss needs: the old policy's log-probs
-   only when ``num_iterations`` (μ) > 1 (with μ = 1 the sampling policy *is* the current
-   policy, so ``old = logp.detach()``, as in TRL), the reference model's only when
-   ``beta > 0``;
+3. **credit** — group-relative advantages
+   (:func:`grpo_lib.advantages.group_advantages`);
+4. **old and reference log-probs** — only what the loss needs: the old policy's
+   log-probs only when ``num_iterations`` (μ) > 1 (with μ = 1 the sampling policy *is*
+   the current policy, so ``old = logp.detach()``, as in TRL), the reference model's
+   only when ``beta > 0``;
 5. **update** — μ passes over the batch; each pass accumulates gradients over
-   micro-batches (:func:`grpo_lib.losses.policy_loss`), clips the gradient norm and takes
-   one AdamW step (warm-up, then the learning-rate schedule).
+   micro-batches (:func:`grpo_lib.losses.policy_loss`), clips the gradient norm and
+   takes one AdamW step (warm-up, then the learning-rate schedule).
 
 "Algorithm = credit assigner + loss": step 3 and step 5 are separate functions, and
 ``scale_rewards`` / ``loss_type`` choose each independently.
@@ -27,8 +29,10 @@ gradient is NaN/inf, and Ctrl-C saving a checkpoint before stopping.
 TRL equivalence: one step here is one *generation batch* in TRL with
 ``generation_batch_size = per_step_prompts * num_generations`` and
 ``steps_per_generation = gradient_accumulation_steps = generation_batch_size /
-micro_batch_size``; TRL counts μ optimizer steps for it, we count one step (and μ updates).
+micro_batch_size``; TRL counts μ optimizer steps for it, we count one step (and μ
+updates).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -61,13 +65,33 @@ LR_SCHEDULERS = ("constant", "linear", "cosine")
 PROMPT_FORMATS = ("chat", "r1_zero")
 
 METRIC_COLUMNS = [
-    "step", "reward", "reward_std", "accuracy", "format_rate", "completion_length",
-    "completion_length_max", "truncated_frac", "entropy", "kl", "clip_frac_low",
-    "clip_frac_high", "clip_frac_region", "zero_std_frac", "loss", "grad_norm", "lr",
-    "num_groups", "num_tokens", "skipped_updates", "reward_errors", "time_generate",
-    "time_reward", "time_update", "time_step",
+    "step",
+    "reward",
+    "reward_std",
+    "accuracy",
+    "format_rate",
+    "completion_length",
+    "completion_length_max",
+    "truncated_frac",
+    "entropy",
+    "kl",
+    "clip_frac_low",
+    "clip_frac_high",
+    "clip_frac_region",
+    "zero_std_frac",
+    "loss",
+    "grad_norm",
+    "lr",
+    "num_groups",
+    "num_tokens",
+    "skipped_updates",
+    "reward_errors",
+    "time_generate",
+    "time_reward",
+    "time_update",
+    "time_step",
 ]
-"""Columns of ``metrics.csv`` (then one ``reward/<name>`` column per reward function)."""
+"""Columns of ``metrics.csv``; then one ``reward/<name>`` column per reward function."""
 
 
 # ======================================================================================
@@ -75,7 +99,7 @@ METRIC_COLUMNS = [
 # ======================================================================================
 @dataclass
 class GRPOConfig:
-    """Every knob of a GRPO run. Names follow TRL's ``GRPOConfig`` where TRL has the knob.
+    """Every knob of a GRPO run, named as in TRL's ``GRPOConfig`` where TRL has it.
 
     Defaults suit the book's tiny model on a CPU; ``validate()`` explains bad settings.
     """
@@ -84,17 +108,19 @@ class GRPOConfig:
     model_name_or_path: str = "data/models/tiny-qwen2-base"
     """Folder (or hub name) of the policy to train; used by ``train_from_yaml``."""
     task: str = "arithmetic"
-    """Task whose ``train``/``test`` splits ``train_from_yaml`` loads (grpo_lib.tasks)."""
+    """Task whose ``train``/``test`` splits ``train_from_yaml`` loads."""
     prompt_format: str = "chat"
-    """``"chat"`` (the row's chat messages) or ``"r1_zero"`` (the raw R1-Zero template)."""
-    reward_funcs: list = field(default_factory=lambda: ["accuracy_reward", "format_reward"])
-    """Reward function names from ``grpo_lib.rewards`` (or ``{"name": ..., **params}``)."""
+    """``"chat"`` (the row's chat messages) or ``"r1_zero"`` (raw R1-Zero template)."""
+    reward_funcs: list = field(
+        default_factory=lambda: ["accuracy_reward", "format_reward"]
+    )
+    """Names in ``grpo_lib.rewards`` (or ``{"name": ..., **params}``)."""
     reward_weights: list | None = None
     """One weight per reward function (``None``: all 1.0); r = sum_k w_k r_k."""
 
     # ---- rollout
     per_step_prompts: int = 16
-    """Prompts per step; TRL's generation_batch_size = per_step_prompts * num_generations."""
+    """Prompts per step (TRL: generation_batch_size = per_step_prompts * G)."""
     num_generations: int = 8
     """G, completions sampled per prompt (the group); >= 2."""
     max_completion_length: int = 64
@@ -103,6 +129,8 @@ class GRPOConfig:
     """Sampling temperature (the log-probs use the same temperature, as in TRL)."""
     top_p: float = 1.0
     """Nucleus sampling: keep the smallest token set with this much probability."""
+    ignore_eos: bool = False
+    """Never stop early: every completion is max_completion_length long (benchmarks)."""
     generation_batch_size: int | None = None
     """Rows decoded together in the rollout (memory knob); ``None``: all at once."""
     dynamic_sampling: bool = False
@@ -114,11 +142,11 @@ class GRPOConfig:
     scale_rewards: str = "group"
     """Advantage scale: ``"group"`` std, ``"batch"`` std, or ``"none"`` (Dr. GRPO)."""
     loss_type: str = "grpo"
-    """Aggregation: ``grpo``, ``bnpo``, ``dr_grpo``, ``dapo`` or ``reinforce`` (losses.py)."""
+    """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo`` or ``reinforce`` (see losses.py)."""
     beta: float = 0.0
     """KL coefficient to the frozen initial model; 0 means no reference model at all."""
     use_bias_correction_kl: bool = True
-    """Multiply the KL term by the ratio (TRL 1.16's default; see losses.policy_loss)."""
+    """Multiply the KL term by the ratio (TRL 1.16's default; losses.policy_loss)."""
     epsilon: float = 0.2
     """Clip range: the ratio is clipped to [1 - epsilon, 1 + epsilon_high]."""
     epsilon_high: float | None = None
@@ -130,19 +158,19 @@ class GRPOConfig:
 
     # ---- optimisation
     learning_rate: float = 5e-4
-    """AdamW learning rate (TRL's default, 1e-6, suits 0.5B+ models, not the tiny one)."""
+    """AdamW learning rate (TRL's default 1e-6 suits 0.5B+ models, not tiny ones)."""
     lr_scheduler_type: str = "constant"
     """After warm-up: ``"constant"``, ``"linear"`` decay to 0, or ``"cosine"`` to 0."""
-    warmup_ratio: float = 0.0
-    """Share of all updates spent warming the learning rate up linearly from 0."""
+    warmup_steps: float = 0
+    """Linear warm-up: an int is updates, a float in (0, 1) a share of all updates."""
     weight_decay: float = 0.0
     """AdamW decoupled weight decay."""
     adam_beta1: float = 0.9
     """AdamW beta1."""
-    adam_beta2: float = 0.99
-    """AdamW beta2 (0.99 reacts faster than 0.999 to RL's shifting gradients)."""
+    adam_beta2: float = 0.999
+    """AdamW beta2."""
     max_grad_norm: float = 1.0
-    """Clip the global gradient norm to this (0: no clipping, the norm is still logged)."""
+    """Clip the global gradient norm to this (0: no clipping; the norm is logged)."""
     micro_batch_size: int | None = None
     """Rows per forward/backward (gradient accumulation); ``None``: the whole batch."""
     max_steps: int = 100
@@ -170,7 +198,7 @@ class GRPOConfig:
     eval_batch_size: int = 64
     """Sequences decoded together during evaluation."""
     save_every: int = 0
-    """Write checkpoint-<step>/ every N steps (0: only on Ctrl-C and, if save_final, at the end)."""
+    """Write checkpoint-<step>/ every N steps (0: never, except on Ctrl-C)."""
     save_final: bool = False
     """Write a checkpoint after the last step."""
     resume_from_checkpoint: str | None = None
@@ -184,80 +212,132 @@ class GRPOConfig:
         return self.per_step_prompts * self.num_generations
 
     def validate(self) -> "GRPOConfig":
-        """Check every setting; raise ``ValueError`` saying what to change. Returns self."""
+        """Check every setting; raise ``ValueError`` saying what to change."""
         problems = []
 
         def bad(msg: str) -> None:
             problems.append(msg)
 
         if not isinstance(self.num_generations, int) or self.num_generations < 2:
-            bad(f"num_generations={self.num_generations!r}: GRPO compares completions "
-                f"within a group, so G must be an integer >= 2 (a group of 1 has advantage "
-                f"0); try 4 or 8.")
+            bad(
+                f"num_generations={self.num_generations!r}: GRPO compares completions "
+                f"within a group, so G must be an integer >= 2 (a group of 1 has "
+                f"advantage 0); try 4 or 8."
+            )
         if not isinstance(self.per_step_prompts, int) or self.per_step_prompts < 1:
-            bad(f"per_step_prompts={self.per_step_prompts!r}: need at least 1 prompt per step.")
+            bad(
+                f"per_step_prompts={self.per_step_prompts!r}: need at least 1 prompt "
+                f"per step."
+            )
         if self.micro_batch_size is not None:
             if not isinstance(self.micro_batch_size, int) or self.micro_batch_size < 1:
-                bad(f"micro_batch_size={self.micro_batch_size!r}: use a positive integer "
-                    f"or None (whole batch).")
-            elif (isinstance(self.per_step_prompts, int) and isinstance(self.num_generations, int)
-                  and self.batch_size % self.micro_batch_size):
-                divisors = [d for d in range(1, self.batch_size + 1) if self.batch_size % d == 0]
-                bad(f"micro_batch_size={self.micro_batch_size} does not divide the batch "
-                    f"per_step_prompts * num_generations = {self.per_step_prompts} * "
-                    f"{self.num_generations} = {self.batch_size}; pick one of {divisors}.")
+                bad(
+                    f"micro_batch_size={self.micro_batch_size!r}: use a positive "
+                    f"integer or None (whole batch)."
+                )
+            elif (
+                isinstance(self.per_step_prompts, int)
+                and isinstance(self.num_generations, int)
+                and self.batch_size % self.micro_batch_size
+            ):
+                divisors = [
+                    d for d in range(1, self.batch_size + 1) if self.batch_size % d == 0
+                ]
+                bad(
+                    f"micro_batch_size={self.micro_batch_size} does not divide the "
+                    f"batch per_step_prompts * num_generations = "
+                    f"{self.per_step_prompts} * {self.num_generations} = "
+                    f"{self.batch_size}; pick one of {divisors}."
+                )
         if not self.epsilon > 0:
-            bad(f"epsilon={self.epsilon!r}: the clip range [1 - eps, 1 + eps] needs "
-                f"epsilon > 0 (usual: 0.2).")
+            bad(
+                f"epsilon={self.epsilon!r}: the clip range [1 - eps, 1 + eps] needs "
+                f"epsilon > 0 (usual: 0.2)."
+            )
         if self.epsilon_high is not None and not self.epsilon_high > 0:
-            bad(f"epsilon_high={self.epsilon_high!r}: must be > 0 (DAPO uses 0.28) or None.")
+            bad(
+                f"epsilon_high={self.epsilon_high!r}: must be > 0 (DAPO uses 0.28) "
+                f"or None."
+            )
         if self.loss_type not in LOSS_TYPES:
             bad(f"loss_type={self.loss_type!r} is unknown; choose one of {LOSS_TYPES}.")
         if self.loss_type == "reinforce" and self.num_iterations != 1:
-            bad(f"loss_type='reinforce' has no importance ratio, so it is only correct "
+            bad(
+                f"loss_type='reinforce' has no importance ratio, so it is only correct "
                 f"on-policy; set num_iterations=1 (got {self.num_iterations}) or use a "
-                f"clipped loss such as 'grpo'.")
+                f"clipped loss such as 'grpo'."
+            )
         if self.scale_rewards not in SCALE_REWARDS:
             bad(f"scale_rewards={self.scale_rewards!r}; choose one of {SCALE_REWARDS}.")
         if self.prompt_format not in PROMPT_FORMATS:
-            bad(f"prompt_format={self.prompt_format!r}; choose one of {PROMPT_FORMATS}.")
+            bad(
+                f"prompt_format={self.prompt_format!r}; choose one of {PROMPT_FORMATS}."
+            )
         if self.lr_scheduler_type not in LR_SCHEDULERS:
-            bad(f"lr_scheduler_type={self.lr_scheduler_type!r}; choose one of "
-                f"{LR_SCHEDULERS}.")
+            bad(
+                f"lr_scheduler_type={self.lr_scheduler_type!r}; choose one of "
+                f"{LR_SCHEDULERS}."
+            )
         if not isinstance(self.num_iterations, int) or self.num_iterations < 1:
             bad(f"num_iterations={self.num_iterations!r}: μ must be an integer >= 1.")
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
             bad(f"max_steps={self.max_steps!r}: train for at least 1 step.")
-        if not isinstance(self.max_completion_length, int) or self.max_completion_length < 1:
-            bad(f"max_completion_length={self.max_completion_length!r}: must be an "
-                f"integer >= 1 (tokens).")
+        if (
+            not isinstance(self.max_completion_length, int)
+            or self.max_completion_length < 1
+        ):
+            bad(
+                f"max_completion_length={self.max_completion_length!r}: must be an "
+                f"integer >= 1 (tokens)."
+            )
         if not self.temperature > 0:
-            bad(f"temperature={self.temperature!r}: sampling needs temperature > 0 "
-                f"(GRPO needs diverse groups; usual: 1.0).")
+            bad(
+                f"temperature={self.temperature!r}: sampling needs temperature > 0 "
+                f"(GRPO needs diverse groups; usual: 1.0)."
+            )
         if not 0 < self.top_p <= 1:
-            bad(f"top_p={self.top_p!r}: must be in (0, 1] (1.0 = no nucleus filtering).")
+            bad(
+                f"top_p={self.top_p!r}: must be in (0, 1] (1.0 = no nucleus filtering)."
+            )
         if not self.beta >= 0:
             bad(f"beta={self.beta!r}: the KL coefficient must be >= 0.")
         if not self.learning_rate > 0:
             bad(f"learning_rate={self.learning_rate!r}: must be > 0.")
-        if not 0 <= self.warmup_ratio < 1:
-            bad(f"warmup_ratio={self.warmup_ratio!r}: must be in [0, 1).")
+        if not (
+            self.warmup_steps >= 0
+            and (self.warmup_steps < 1 or float(self.warmup_steps).is_integer())
+        ):
+            bad(
+                f"warmup_steps={self.warmup_steps!r}: give a whole number of updates "
+                f"(e.g. 10) or a share of all updates in [0, 1) (e.g. 0.1), as in "
+                f"TRL 1.16 (older TRL called the share warmup_ratio)."
+            )
         if not self.max_grad_norm >= 0:
-            bad(f"max_grad_norm={self.max_grad_norm!r}: must be >= 0 (0 = no clipping).")
+            bad(
+                f"max_grad_norm={self.max_grad_norm!r}: must be >= 0 (0 = no clipping)."
+            )
         if not self.reward_funcs:
-            bad("reward_funcs is empty: name at least one reward function, e.g. "
-                "['accuracy_reward', 'format_reward'].")
-        if self.reward_weights is not None and len(self.reward_weights) != len(self.reward_funcs):
-            bad(f"reward_weights has {len(self.reward_weights)} entries for "
-                f"{len(self.reward_funcs)} reward functions {self.reward_funcs}; give one "
-                f"weight per function or None.")
+            bad(
+                "reward_funcs is empty: name at least one reward function, e.g. "
+                "['accuracy_reward', 'format_reward']."
+            )
+        if self.reward_weights is not None and len(self.reward_weights) != len(
+            self.reward_funcs
+        ):
+            bad(
+                f"reward_weights has {len(self.reward_weights)} entries for "
+                f"{len(self.reward_funcs)} reward functions {self.reward_funcs}; give "
+                f"one weight per function or None."
+            )
         for name in ("sample_every", "eval_every", "save_every", "print_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 bad(f"{name}={value!r}: must be an integer >= 0 (0 = never).")
         if self.dynamic_sampling_max_rounds < 0:
-            bad(f"dynamic_sampling_max_rounds={self.dynamic_sampling_max_rounds!r}: must "
-                f"be >= 0.")
+            bad(
+                f"dynamic_sampling_max_rounds={self.dynamic_sampling_max_rounds!r}: "
+                f"must be >= 0."
+            )
         if problems:
             raise ValueError("Invalid GRPOConfig:\n  - " + "\n  - ".join(problems))
         return self
@@ -267,16 +347,20 @@ class GRPOConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "GRPOConfig":
-        """Build a config from a dict (a YAML file), refusing unknown keys with a hint."""
+        """Build a config from a dict (a YAML file); unknown keys get a hint."""
         known = {f.name for f in fields(cls)}
         unknown = [k for k in values if k not in known]
         if unknown:
             hints = []
             for k in unknown:
                 close = difflib.get_close_matches(k, sorted(known), n=1)
-                hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-            raise ValueError(f"Unknown GRPOConfig field(s): {', '.join(hints)}. Known fields: "
-                             f"{', '.join(sorted(known))}.")
+                hints.append(
+                    f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                )
+            raise ValueError(
+                f"Unknown GRPOConfig field(s): {', '.join(hints)}. Known fields: "
+                f"{', '.join(sorted(known))}."
+            )
         return cls(**values)
 
 
@@ -291,8 +375,14 @@ def _rollout_seed(seed: int, step: int, round_: int) -> int:
 def _lr_multiplier(update: int, total: int, warmup: int, kind: str) -> float:
     """Learning-rate factor: linear warm-up over ``warmup`` updates, then the schedule.
 
-    .. math:: f(u) = \\frac{u+1}{W} \\ (u < W); \\quad 1,\\ 1-\\frac{u-W}{N-W},\\
-              \\tfrac12\\big(1+\\cos\\pi\\frac{u-W}{N-W}\\big)\\ \\text{(constant, linear, cosine)}
+    (The warm-up starts at ``1/W``, not at 0 as in ``transformers``' schedulers, whose
+    first update has learning rate 0 and so does nothing.)
+
+    .. math:: f(u) = \\frac{u+1}{W}\\ (u < W), \\text{ then }
+              1,\\quad 1-\\frac{u-W}{N-W},\\quad
+              \\tfrac12\\Big(1+\\cos\\pi\\frac{u-W}{N-W}\\Big)
+
+    for ``constant``, ``linear`` and ``cosine``, with ``N`` updates in all.
     """
     if update < warmup:
         return (update + 1) / warmup
@@ -309,7 +399,9 @@ def _pad_cat(tensors: Sequence[torch.Tensor], value: int, left: bool) -> torch.T
     width = max(t.shape[1] for t in tensors)
     out = []
     for t in tensors:
-        pad = torch.full((t.shape[0], width - t.shape[1]), value, dtype=t.dtype, device=t.device)
+        pad = torch.full(
+            (t.shape[0], width - t.shape[1]), value, dtype=t.dtype, device=t.device
+        )
         out.append(torch.cat([pad, t] if left else [t, pad], dim=1))
     return torch.cat(out, dim=0)
 
@@ -318,10 +410,15 @@ def _select_rollout(rollout: Rollout, rows: list[int], pad_id: int) -> Rollout:
     """The rows ``rows`` of a rollout (used to drop zero-variance groups)."""
     idx = torch.tensor(rows, dtype=torch.long, device=rollout.completion_ids.device)
     return Rollout(
-        prompt_ids=rollout.prompt_ids[idx], prompt_mask=rollout.prompt_mask[idx],
-        completion_ids=rollout.completion_ids[idx], completion_mask=rollout.completion_mask[idx],
-        finished=rollout.finished[idx], texts=[rollout.texts[i] for i in rows],
-        prompts=[rollout.prompts[i] for i in rows], num_generations=rollout.num_generations)
+        prompt_ids=rollout.prompt_ids[idx],
+        prompt_mask=rollout.prompt_mask[idx],
+        completion_ids=rollout.completion_ids[idx],
+        completion_mask=rollout.completion_mask[idx],
+        finished=rollout.finished[idx],
+        texts=[rollout.texts[i] for i in rows],
+        prompts=[rollout.prompts[i] for i in rows],
+        num_generations=rollout.num_generations,
+    )
 
 
 def _concat_rollouts(parts: Sequence[Rollout], pad_id: int) -> Rollout:
@@ -336,7 +433,8 @@ def _concat_rollouts(parts: Sequence[Rollout], pad_id: int) -> Rollout:
         finished=torch.cat([p.finished for p in parts]),
         texts=[t for p in parts for t in p.texts],
         prompts=[t for p in parts for t in p.prompts],
-        num_generations=parts[0].num_generations)
+        num_generations=parts[0].num_generations,
+    )
 
 
 def _short(text: str, width: int = 80) -> str:
@@ -349,14 +447,16 @@ def _deferred_sigint(flag: dict):
     """Inside this block Ctrl-C (SIGINT) only sets ``flag["interrupted"]``.
 
     The optimizer update is not interrupted half-way, so a checkpoint written after
-    Ctrl-C always holds a consistent (model, optimizer, step) triple. Only possible in the
-    main thread (the Python rule for signal handlers); elsewhere it does nothing.
+    Ctrl-C always holds a consistent (model, optimizer, step) triple. Only possible in
+    the main thread (the Python rule for signal handlers); elsewhere it does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     try:
-        previous = signal.signal(signal.SIGINT, lambda *_: flag.update(interrupted=True))
+        previous = signal.signal(
+            signal.SIGINT, lambda *_: flag.update(interrupted=True)
+        )
     except ValueError:
         yield
         return
@@ -370,33 +470,42 @@ def _deferred_sigint(flag: dict):
 # The trainer
 # ======================================================================================
 class GRPOTrainer:
-    """GRPO on a Hugging Face causal LM with rule-based rewards (see the module docstring).
+    """GRPO on a Hugging Face causal LM with rule-based rewards (see module docstring).
 
     Args:
         model: the policy (``Qwen2ForCausalLM`` or any causal LM), on its device.
-        tokenizer: its tokenizer (left padding; chat template for ``prompt_format="chat"``).
-        reward_funcs: callables ``fn(completions, **columns) -> list[float]`` (or ``None``
-            to build them from ``config.reward_funcs`` names). Dataset columns arrive as
-            lists aligned with the completions, plus ``completion_ids`` and
+        tokenizer: its tokenizer (left padding; a chat template for ``"chat"`` prompts).
+        reward_funcs: callables ``fn(completions, **columns) -> list[float]`` (or
+            ``None`` to build them from ``config.reward_funcs`` names). Dataset columns
+            arrive as lists aligned with the completions, plus ``completion_ids`` and
             ``num_generations``.
         config: a :class:`GRPOConfig`.
         train_dataset: rows with the columns the prompts and rewards need (``prompt``
-            and/or ``question``, ``answer`` ...): a ``datasets.Dataset``, a list of dicts
-            or a DataFrame.
+            and/or ``question``, ``answer`` ...): a ``datasets.Dataset``, a list of
+            dicts or a DataFrame.
         eval_dataset: held-out rows for ``eval_every`` (the evaluation harness).
         ref_model: the KL reference; default (when ``beta > 0``) a frozen copy of
             ``model`` as passed in. Ignored when ``beta == 0``.
         callbacks: functions ``cb(trainer, metrics)`` called after every step.
 
-    **A faulty reward function does not stop the run.** If a function raises, it is called
-    again one completion at a time and the completions for which it still raises score
-    0; a ``None``/NaN/inf score also becomes 0. Each kind of fault is reported once per
-    function (with its name), and the ``reward_errors`` column counts the zeroed scores.
+    **A faulty reward function does not stop the run.** If a function raises, it is
+    called again one completion at a time and the completions for which it still raises
+    score 0; a ``None``/NaN/inf score also becomes 0. Each kind of fault is reported
+    once per function (with its name); the ``reward_errors`` column counts the zeroed
+    scores.
     """
 
-    def __init__(self, model, tokenizer, reward_funcs, config: GRPOConfig, train_dataset,
-                 eval_dataset=None, ref_model=None,
-                 callbacks: Sequence[Callable] | None = None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        reward_funcs,
+        config: GRPOConfig,
+        train_dataset,
+        eval_dataset=None,
+        ref_model=None,
+        callbacks: Sequence[Callable] | None = None,
+    ):
         self.config = config.validate()
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
@@ -406,8 +515,10 @@ class GRPOTrainer:
             reward_funcs = [reward_funcs]
         self.reward_funcs = list(reward_funcs)
         if not self.reward_funcs or not all(callable(f) for f in self.reward_funcs):
-            raise TypeError(f"reward_funcs must be a non-empty list of callables "
-                            f"fn(completions, **columns) -> list[float], got {reward_funcs!r}.")
+            raise TypeError(
+                f"reward_funcs must be a non-empty list of callables "
+                f"fn(completions, **columns) -> list[float], got {reward_funcs!r}."
+            )
         from .rewards import reward_name
 
         self.reward_names = []
@@ -420,53 +531,79 @@ class GRPOTrainer:
         if weights is None:
             weights = [1.0] * len(self.reward_funcs)
         if len(weights) != len(self.reward_funcs):
-            raise ValueError(f"{len(weights)} reward_weights for {len(self.reward_funcs)} "
-                             f"reward functions {self.reward_names}; give one weight each.")
-        self.reward_weights = torch.tensor([float(w) for w in weights], dtype=torch.float64)
+            raise ValueError(
+                f"{len(weights)} reward_weights for {len(self.reward_funcs)} "
+                f"reward functions {self.reward_names}; give one weight each."
+            )
+        self.reward_weights = torch.tensor(
+            [float(w) for w in weights], dtype=torch.float64
+        )
 
         self.train_rows = self._as_rows(train_dataset, "train_dataset")
         self.eval_dataset = eval_dataset
         if (config.eval_every or config.eval_on_start) and eval_dataset is None:
-            raise ValueError("eval_every/eval_on_start is set but eval_dataset is None: pass "
-                             "eval_dataset=load_task_split('arithmetic', 'test') or set "
-                             "eval_every=0.")
+            raise ValueError(
+                "eval_every/eval_on_start is set but eval_dataset is None: pass "
+                "eval_dataset=load_task_split('arithmetic', 'test') or set "
+                "eval_every=0."
+            )
         self.ref_model = None
         if config.beta > 0:
-            self.ref_model = ref_model if ref_model is not None else copy.deepcopy(model)
+            self.ref_model = (
+                ref_model if ref_model is not None else copy.deepcopy(model)
+            )
             self.ref_model.eval().requires_grad_(False)
 
         self.optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad], lr=config.learning_rate,
-            betas=(config.adam_beta1, config.adam_beta2), weight_decay=config.weight_decay)
+            [p for p in model.parameters() if p.requires_grad],
+            lr=config.learning_rate,
+            betas=(config.adam_beta1, config.adam_beta2),
+            weight_decay=config.weight_decay,
+        )
         total = config.max_steps * config.num_iterations
-        warmup = int(round(config.warmup_ratio * total))
+        warmup = (
+            int(config.warmup_steps)
+            if config.warmup_steps >= 1
+            else math.ceil(config.warmup_steps * total)
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
-            lambda u: _lr_multiplier(u, total, warmup, config.lr_scheduler_type))
+            lambda u: _lr_multiplier(u, total, warmup, config.lr_scheduler_type),
+        )
         self.callbacks = list(callbacks or [])
         self.step = 0  # completed training steps
-        self.epoch, self.position = 0, 0  # data order: epoch and index into its permutation
+        self.epoch, self.position = (
+            0,
+            0,
+        )  # data order: epoch and index into its permutation
         self.history: list[dict] = []
         self.output_dir = Path(config.output_dir)
         self._warned: set[tuple[str, str]] = set()
         self._flag = {"interrupted": False}
-        self._pad_id = (tokenizer.pad_token_id if tokenizer.pad_token_id is not None
-                        else tokenizer.eos_token_id)
+        self._pad_id = (
+            tokenizer.pad_token_id
+            if tokenizer.pad_token_id is not None
+            else tokenizer.eos_token_id
+        )
 
     # ------------------------------------------------------------------ data
     @staticmethod
     def _as_rows(dataset, what: str) -> Any:
         if dataset is None:
-            raise ValueError(f"{what} is None: pass the training rows, e.g. "
-                             f"load_task_split('arithmetic', 'train').")
+            raise ValueError(
+                f"{what} is None: pass the training rows, e.g. "
+                f"load_task_split('arithmetic', 'train')."
+            )
         if hasattr(dataset, "to_dict") and hasattr(dataset, "iloc"):  # pandas DataFrame
             dataset = dataset.to_dict("records")
         if len(dataset) == 0:
             raise ValueError(f"{what} is empty: there is nothing to train on.")
         row = dataset[0]
         if not isinstance(row, dict) or not ({"prompt", "question"} & set(row)):
-            raise ValueError(f"{what} rows need a 'prompt' (chat messages or text) or "
-                             f"'question' column; the first row is {row!r:.200}.")
+            raise ValueError(
+                f"{what} rows need a 'prompt' (chat messages or text) or "
+                f"'question' column; the first row is {row!r:.200}."
+            )
         return dataset
 
     def _order(self, epoch: int) -> np.ndarray:
@@ -480,7 +617,10 @@ class GRPOTrainer:
         while len(rows) < k:
             order = self._order(self.epoch)
             take = min(k - len(rows), len(order) - self.position)
-            rows.extend(self.train_rows[int(i)] for i in order[self.position:self.position + take])
+            rows.extend(
+                self.train_rows[int(i)]
+                for i in order[self.position : self.position + take]
+            )
             self.position += take
             if self.position >= len(order):
                 self.epoch, self.position = self.epoch + 1, 0
@@ -504,22 +644,29 @@ class GRPOTrainer:
             self._print(f"[reward {name}] {message}")
 
     def _call_reward(self, j: int, texts: list[str], columns: dict, group: int) -> list:
-        """One reward function on the batch; on an exception, one completion at a time."""
+        """One reward function on the batch; if it raises, one completion at a time."""
         fn, name = self.reward_funcs[j], self.reward_names[j]
         try:
             values = fn(texts, num_generations=group, **columns)
             if values is None or len(values) != len(texts):
-                raise ValueError(f"returned {'None' if values is None else len(values)} "
-                                 f"scores for {len(texts)} completions")
+                raise ValueError(
+                    f"returned {'None' if values is None else len(values)} "
+                    f"scores for {len(texts)} completions"
+                )
             return list(values)
         except Exception as err:  # noqa: BLE001 - a reward bug must not kill the run
-            self._warn_once(name, "raised",
-                            f"raised {type(err).__name__}: {_short(err, 160)} -- scoring "
-                            f"one completion at a time; completions that still fail get 0.")
+            self._warn_once(
+                name,
+                "raised",
+                f"raised {type(err).__name__}: {_short(err, 160)} -- scoring "
+                f"one completion at a time; completions that still fail get 0.",
+            )
         values = []
         for i, text in enumerate(texts):
             try:
-                one = fn([text], num_generations=1, **{k: [v[i]] for k, v in columns.items()})
+                one = fn(
+                    [text], num_generations=1, **{k: [v[i]] for k, v in columns.items()}
+                )
                 values.append(one[0] if one is not None and len(one) == 1 else None)
             except Exception:  # noqa: BLE001
                 values.append(None)
@@ -533,8 +680,9 @@ class GRPOTrainer:
         G = rollout.num_generations
         columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0]}
         lengths = rollout.completion_mask.sum(-1).tolist()
-        columns["completion_ids"] = [ids[:n] for ids, n in
-                                     zip(rollout.completion_ids.tolist(), lengths)]
+        columns["completion_ids"] = [
+            ids[:n] for ids, n in zip(rollout.completion_ids.tolist(), lengths)
+        ]
         out = torch.zeros(len(rollout), len(self.reward_funcs), dtype=torch.float64)
         zeroed = 0
         for j, name in enumerate(self.reward_names):
@@ -546,10 +694,13 @@ class GRPOTrainer:
                     v = math.nan
                 if not math.isfinite(v):
                     zeroed += 1
-                    self._warn_once(name, "nonfinite",
-                                    f"gave a missing/NaN/inf score (first seen: completion "
-                                    f"{_short(rollout.texts[i], 60)!r}); such scores count "
-                                    f"as 0.")
+                    self._warn_once(
+                        name,
+                        "nonfinite",
+                        f"gave a missing/NaN/inf score (first seen: completion "
+                        f"{_short(rollout.texts[i], 60)!r}); such scores count "
+                        f"as 0.",
+                    )
                     v = 0.0
                 out[i, j] = v
         return out, zeroed
@@ -571,16 +722,26 @@ class GRPOTrainer:
             rows = self._next_rows(cfg.per_step_prompts)
             t0 = time.perf_counter()
             rollout = generate(
-                self.model, self.tokenizer, self._prompts(rows), num_generations=G,
-                max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature,
-                top_p=cfg.top_p, do_sample=True, batch_size=cfg.generation_batch_size,
-                seed=_rollout_seed(cfg.seed, self.step, round_))
+                self.model,
+                self.tokenizer,
+                self._prompts(rows),
+                num_generations=G,
+                max_new_tokens=cfg.max_completion_length,
+                temperature=cfg.temperature,
+                top_p=cfg.top_p,
+                do_sample=True,
+                batch_size=cfg.generation_batch_size,
+                seed=_rollout_seed(cfg.seed, self.step, round_),
+                ignore_eos=cfg.ignore_eos,
+            )
             t1 = time.perf_counter()
             rewards, zeroed = self.score(rollout, rows)  # [B, F]
             stats["time_generate"] += t1 - t0
             stats["time_reward"] += time.perf_counter() - t1
             stats["reward_errors"] += zeroed
-            all_rewards.append(rewards), all_rollouts.append(rollout), all_rows.extend(rows)
+            all_rewards.append(rewards), all_rollouts.append(rollout), all_rows.extend(
+                rows
+            )
             if not cfg.dynamic_sampling:
                 kept, kept_rows, kept_rewards = [rollout], rows, [rewards]
                 break
@@ -598,18 +759,30 @@ class GRPOTrainer:
         stats["all_rollout"] = _concat_rollouts(all_rollouts, self._pad_id)
         stats["all_rows"] = all_rows
         if not kept:
-            return None, [], torch.zeros(0, len(self.reward_funcs), dtype=torch.float64), stats
-        return _concat_rollouts(kept, self._pad_id), kept_rows, torch.cat(kept_rewards), stats
+            return (
+                None,
+                [],
+                torch.zeros(0, len(self.reward_funcs), dtype=torch.float64),
+                stats,
+            )
+        return (
+            _concat_rollouts(kept, self._pad_id),
+            kept_rows,
+            torch.cat(kept_rewards),
+            stats,
+        )
 
     # ------------------------------------------------------------------ update
     def _update(self, rollout: Rollout, advantages: torch.Tensor) -> dict:
-        """μ optimizer updates on one batch, with gradient accumulation and the NaN guard."""
+        """μ optimizer updates on one batch: gradient accumulation, clip, NaN guard."""
         cfg, model = self.config, self.model
         B = len(rollout)
         mb = cfg.micro_batch_size or B
         chunks = [slice(s, min(s + mb, B)) for s in range(0, B, mb)]
         dev = self.device
-        p_ids, p_mask = rollout.prompt_ids.to(dev), rollout.prompt_mask.to(dev)  # [B, P]
+        p_ids, p_mask = rollout.prompt_ids.to(dev), rollout.prompt_mask.to(
+            dev
+        )  # [B, P]
         c_ids = rollout.completion_ids.to(dev)  # [B, C]
         mask = rollout.completion_mask.to(dev).float()  # [B, C]
         if cfg.mask_truncated_completions:
@@ -618,17 +791,33 @@ class GRPOTrainer:
         num_items = mask.sum()  # active tokens in the whole batch (dapo's normaliser)
 
         def logprobs(m, sl, entropy=False):
-            return sequence_logprobs(m, p_ids[sl], p_mask[sl], c_ids[sl], mask[sl],
-                                     temperature=cfg.temperature, return_entropy=entropy)
+            return sequence_logprobs(
+                m,
+                p_ids[sl],
+                p_mask[sl],
+                c_ids[sl],
+                mask[sl],
+                temperature=cfg.temperature,
+                return_entropy=entropy,
+            )
 
         with torch.no_grad():
-            ref = (torch.cat([logprobs(self.ref_model, sl) for sl in chunks])
-                   if cfg.beta > 0 else None)  # [B, C]
-            old = (torch.cat([logprobs(model, sl) for sl in chunks])
-                   if cfg.num_iterations > 1 else None)  # [B, C]
+            ref = (
+                torch.cat([logprobs(self.ref_model, sl) for sl in chunks])
+                if cfg.beta > 0
+                else None
+            )  # [B, C]
+            old = (
+                torch.cat([logprobs(model, sl) for sl in chunks])
+                if cfg.num_iterations > 1
+                else None
+            )  # [B, C]
 
         model.train()
-        sums = {k: 0.0 for k in ("kl", "clip_frac_low", "clip_frac_high", "clip_frac_region")}
+        sums = {
+            k: 0.0
+            for k in ("kl", "clip_frac_low", "clip_frac_high", "clip_frac_region")
+        }
         tokens_seen = entropy_sum = 0.0
         losses, norms, skipped = [], [], 0
         for it in range(cfg.num_iterations):
@@ -642,15 +831,23 @@ class GRPOTrainer:
                 else:
                     logp = logprobs(model, sl)  # [b, C]
                 loss, st = policy_loss(
-                    logp, None if old is None else old[sl], adv[sl], mask[sl],
-                    loss_type=cfg.loss_type, epsilon=cfg.epsilon,
-                    epsilon_high=cfg.epsilon_high, beta=cfg.beta,
+                    logp,
+                    None if old is None else old[sl],
+                    adv[sl],
+                    mask[sl],
+                    loss_type=cfg.loss_type,
+                    epsilon=cfg.epsilon,
+                    epsilon_high=cfg.epsilon_high,
+                    beta=cfg.beta,
                     ref_logp=None if ref is None else ref[sl],
                     max_completion_length=cfg.max_completion_length,
                     use_bias_correction_kl=cfg.use_bias_correction_kl,
-                    num_micro_batches=B / rows, num_items_in_batch=num_items)
+                    num_micro_batches=B / rows,
+                    num_items_in_batch=num_items,
+                )
                 if not torch.isfinite(loss):
-                    bad = f"the loss is {loss.item()} (pass {it + 1}, micro-batch {k + 1})"
+                    where = f"pass {it + 1}, micro-batch {k + 1}"
+                    bad = f"the loss is {loss.item()} ({where})"
                     break
                 loss.backward()
                 total_loss += loss.item()
@@ -663,15 +860,21 @@ class GRPOTrainer:
             if bad is None:
                 params = [p for p in model.parameters() if p.grad is not None]
                 clip = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, clip).item() if params else 0.0
+                grad_norm = (
+                    torch.nn.utils.clip_grad_norm_(params, clip).item()
+                    if params
+                    else 0.0
+                )
                 if not math.isfinite(grad_norm):
                     bad = f"the gradient norm is {grad_norm} (pass {it + 1})"
             if bad is not None:
                 self.optimizer.zero_grad(set_to_none=True)
                 skipped += 1
-                self._print(f"step {self.step + 1}: {bad} -- skipped this update, the "
-                            f"parameters are unchanged. Look for extreme rewards or "
-                            f"advantages (scale_rewards='none'?) or lower learning_rate.")
+                self._print(
+                    f"step {self.step + 1}: {bad} -- skipped this update, the "
+                    f"parameters are unchanged. Look for extreme rewards or "
+                    f"advantages (scale_rewards='none'?) or lower learning_rate."
+                )
                 continue
             self.optimizer.step()
             self.scheduler.step()
@@ -679,19 +882,23 @@ class GRPOTrainer:
             norms.append(grad_norm)
         model.eval()
         first_pass_tokens = mask.sum().item()
-        out = {k: (v / tokens_seen if tokens_seen else math.nan) for k, v in sums.items()}
+        out = {
+            k: (v / tokens_seen if tokens_seen else math.nan) for k, v in sums.items()
+        }
         if cfg.beta == 0:
             out["kl"] = math.nan
         out.update(
             entropy=entropy_sum / first_pass_tokens if first_pass_tokens else math.nan,
             loss=float(np.mean(losses)) if losses else math.nan,
             grad_norm=float(np.mean(norms)) if norms else math.nan,
-            skipped_updates=skipped, num_tokens=int(first_pass_tokens))
+            skipped_updates=skipped,
+            num_tokens=int(first_pass_tokens),
+        )
         return out
 
     # ------------------------------------------------------------------ one step
     def train_step(self) -> dict:
-        """Run one full GRPO step (rollout, rewards, advantages, μ updates); return metrics."""
+        """One GRPO step (rollout, rewards, advantages, μ updates); returns metrics."""
         cfg, G = self.config, self.config.num_generations
         t_start = time.perf_counter()
         lr = self.optimizer.param_groups[0]["lr"]
@@ -702,16 +909,25 @@ class GRPOTrainer:
         total_all = (all_rewards * self.reward_weights).sum(1)  # [B_all]
         grouped = total_all.view(-1, G)  # [groups, G]
         answers = [r.get("answer") for r in stats["all_rows"] for _ in range(G)]
-        correct = [a is not None and parsing.answers_equal(
-            parsing.extract_answer(t, strict=True), a) for t, a in zip(all_rollout.texts, answers)]
+        correct = [
+            a is not None
+            and parsing.answers_equal(parsing.extract_answer(t, strict=True), a)
+            for t, a in zip(all_rollout.texts, answers)
+        ]
         lengths = all_rollout.completion_mask.sum(-1).float()  # [B_all]
         metrics = {
             "step": self.step + 1,
             "reward": total_all.mean().item(),
             "reward_std": total_all.std().item() if len(total_all) > 1 else 0.0,
             "accuracy": float(np.mean(correct)),
-            "format_rate": float(np.mean([parsing.is_well_formatted(t, strict=True)
-                                          for t in all_rollout.texts])),
+            "format_rate": float(
+                np.mean(
+                    [
+                        parsing.is_well_formatted(t, strict=True)
+                        for t in all_rollout.texts
+                    ]
+                )
+            ),
             "completion_length": lengths.mean().item(),
             "completion_length_max": int(lengths.max().item()),
             "truncated_frac": 1.0 - all_rollout.finished.float().mean().item(),
@@ -726,12 +942,21 @@ class GRPOTrainer:
 
         t_update = time.perf_counter()
         if rollout is None:  # dynamic sampling found no group with any reward variance
-            self._print(f"step {self.step + 1}: every sampled group had equal rewards "
-                        f"(no learning signal) -- no update this step.")
-            upd = {"entropy": math.nan, "kl": math.nan, "clip_frac_low": math.nan,
-                   "clip_frac_high": math.nan, "clip_frac_region": math.nan,
-                   "loss": math.nan, "grad_norm": math.nan, "skipped_updates": 0,
-                   "num_tokens": 0}
+            self._print(
+                f"step {self.step + 1}: every sampled group had equal rewards "
+                f"(no learning signal) -- no update this step."
+            )
+            upd = {
+                "entropy": math.nan,
+                "kl": math.nan,
+                "clip_frac_low": math.nan,
+                "clip_frac_high": math.nan,
+                "clip_frac_region": math.nan,
+                "loss": math.nan,
+                "grad_norm": math.nan,
+                "skipped_updates": 0,
+                "num_tokens": 0,
+            }
             self._last_batch = None
         else:
             total = (rewards * self.reward_weights).sum(1)  # [B]
@@ -761,7 +986,9 @@ class GRPOTrainer:
         path = self.output_dir / "metrics.csv"
         new = not path.exists()
         with open(path, "a", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=self._metric_columns(), extrasaction="ignore")
+            writer = csv.DictWriter(
+                fh, fieldnames=self._metric_columns(), extrasaction="ignore"
+            )
             if new:
                 writer.writeheader()
             writer.writerow(metrics)
@@ -775,21 +1002,32 @@ class GRPOTrainer:
         with open(self.output_dir / "samples.jsonl", "a", encoding="utf-8") as fh:
             for i, text in enumerate(rollout.texts):
                 row = rows[i // G]
-                record = {"step": self.step, "group": i // G,
-                          "question": row.get("question", _short(rollout.prompts[i], 200)),
-                          "answer": row.get("answer"), "completion": text,
-                          "reward": total[i].item(), "advantage": advantages[i].item(),
-                          "length": int(rollout.completion_mask[i].sum().item()),
-                          "finished": bool(rollout.finished[i].item())}
-                record.update({f"reward/{n}": rewards[i, j].item()
-                               for j, n in enumerate(self.reward_names)})
+                record = {
+                    "step": self.step,
+                    "group": i // G,
+                    "question": row.get("question", _short(rollout.prompts[i], 200)),
+                    "answer": row.get("answer"),
+                    "completion": text,
+                    "reward": total[i].item(),
+                    "advantage": advantages[i].item(),
+                    "length": int(rollout.completion_mask[i].sum().item()),
+                    "finished": bool(rollout.finished[i].item()),
+                }
+                record.update(
+                    {
+                        f"reward/{n}": rewards[i, j].item()
+                        for j, n in enumerate(self.reward_names)
+                    }
+                )
                 fh.write(json.dumps(record) + "\n")
         row = rows[0]
         head = row.get("question", _short(rollout.prompts[0], 60))
         lines = [f"step {self.step} | {head} (answer {row.get('answer', '?')})"]
         for i in range(min(G, self.config.num_print_samples)):
-            lines.append(f"  r={total[i].item():5.2f} A={advantages[i].item():+5.2f} | "
-                         f"{_short(rollout.texts[i], 70)}")
+            lines.append(
+                f"  r={total[i].item():5.2f} A={advantages[i].item():+5.2f} | "
+                f"{_short(rollout.texts[i], 70)}"
+            )
         self._print("\n".join(lines))
 
     def evaluate(self) -> dict:
@@ -798,12 +1036,20 @@ class GRPOTrainer:
 
         cfg = self.config
         t0 = time.perf_counter()
-        table = evaluate(self.model, self.tokenizer, self.eval_dataset, n=cfg.eval_n,
-                         batch_size=cfg.eval_batch_size,
-                         max_new_tokens=cfg.max_completion_length,
-                         prompt_format=cfg.prompt_format)
-        row = {"step": self.step, **table.loc["greedy"].to_dict(),
-               "time_eval": time.perf_counter() - t0}
+        table = evaluate(
+            self.model,
+            self.tokenizer,
+            self.eval_dataset,
+            n=cfg.eval_n,
+            batch_size=cfg.eval_batch_size,
+            max_new_tokens=cfg.max_completion_length,
+            prompt_format=cfg.prompt_format,
+        )
+        row = {
+            "step": self.step,
+            **table.loc["greedy"].to_dict(),
+            "time_eval": time.perf_counter() - t0,
+        }
         path = self.output_dir / "eval.csv"
         new = not path.exists()
         with open(path, "a", newline="", encoding="utf-8") as fh:
@@ -811,18 +1057,20 @@ class GRPOTrainer:
             if new:
                 writer.writeheader()
             writer.writerow(row)
-        self._print(f"eval @ step {self.step}: strict_acc={row['strict_acc']:.3f} "
-                    f"format={row['format_rate']:.3f} len={row['mean_length']:.1f} "
-                    f"(n={int(row['n'])})")
+        self._print(
+            f"eval @ step {self.step}: strict_acc={row['strict_acc']:.3f} "
+            f"format={row['format_rate']:.3f} len={row['mean_length']:.1f} "
+            f"(n={int(row['n'])})"
+        )
         return row
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self) -> Path:
-        """Write ``output_dir/checkpoint-<step>/`` atomically (temp folder + ``os.replace``).
+        """Write ``output_dir/checkpoint-<step>/`` atomically (temp dir + rename).
 
-        Holds the model (``save_pretrained``), tokenizer, optimizer and scheduler states,
-        the RNG states (python, numpy, torch) and ``trainer_state.json`` (step, data
-        order position, config).
+        Holds the model (``save_pretrained``), tokenizer, optimizer and scheduler
+        states, the RNG states (python, numpy, torch) and ``trainer_state.json`` (step,
+        data order position, config).
         """
         self.output_dir.mkdir(parents=True, exist_ok=True)
         final = self.output_dir / f"checkpoint-{self.step}"
@@ -842,13 +1090,21 @@ class GRPOTrainer:
         self.tokenizer.save_pretrained(tmp)
         torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(self.scheduler.state_dict(), tmp / "scheduler.pt")
-        rng = {"python": random.getstate(), "numpy": np.random.get_state(),
-               "torch": torch.get_rng_state()}
+        rng = {
+            "python": random.getstate(),
+            "numpy": np.random.get_state(),
+            "torch": torch.get_rng_state(),
+        }
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
         torch.save(rng, tmp / "rng_state.pt")
-        state = {"step": self.step, "epoch": self.epoch, "position": self.position,
-                 "reward_names": self.reward_names, "config": self.config.to_dict()}
+        state = {
+            "step": self.step,
+            "epoch": self.epoch,
+            "position": self.position,
+            "reward_names": self.reward_names,
+            "config": self.config.to_dict(),
+        }
         (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
         if final.exists():  # an older run's checkpoint with the same step
             trash = self.output_dir / f".old-checkpoint-{self.step}-{os.getpid()}"
@@ -858,20 +1114,26 @@ class GRPOTrainer:
         return final
 
     def load_checkpoint(self, path: str | Path) -> None:
-        """Restore model, optimizer, scheduler, RNGs, step and data position from ``path``."""
+        """Restore model, optimizer, scheduler, RNGs, step and data order."""
         from safetensors.torch import load_file
 
         path = Path(path)
         if str(path) == "latest":
-            found = sorted(self.output_dir.glob("checkpoint-*"),
-                           key=lambda p: int(p.name.split("-")[-1]))
+            found = sorted(
+                self.output_dir.glob("checkpoint-*"),
+                key=lambda p: int(p.name.split("-")[-1]),
+            )
             if not found:
-                raise FileNotFoundError(f"resume_from_checkpoint='latest' but "
-                                        f"{self.output_dir} has no checkpoint-<step> folder.")
+                raise FileNotFoundError(
+                    f"resume_from_checkpoint='latest' but "
+                    f"{self.output_dir} has no checkpoint-<step> folder."
+                )
             path = found[-1]
         if not (path / "trainer_state.json").exists():
-            raise FileNotFoundError(f"{path} is not a checkpoint (no trainer_state.json); "
-                                    f"pass a folder such as {self.output_dir}/checkpoint-10.")
+            raise FileNotFoundError(
+                f"{path} is not a checkpoint (no trainer_state.json); "
+                f"pass a folder such as {self.output_dir}/checkpoint-10."
+            )
         weights = {}
         for file in sorted(path.glob("*.safetensors")):
             weights.update(load_file(file, device=str(self.device)))
@@ -880,12 +1142,18 @@ class GRPOTrainer:
         tied |= set(getattr(self.model, "_tied_weights_keys", None) or [])
         missing = [m for m in missing if m not in tied]
         if missing or unexpected:
-            raise RuntimeError(f"checkpoint {path} does not fit this model: missing "
-                               f"{missing[:5]}, unexpected {unexpected[:5]}.")
+            raise RuntimeError(
+                f"checkpoint {path} does not fit this model: missing "
+                f"{missing[:5]}, unexpected {unexpected[:5]}."
+            )
         if hasattr(self.model, "tie_weights"):
             self.model.tie_weights()
-        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
-        self.scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+        self.optimizer.load_state_dict(
+            torch.load(path / "optimizer.pt", weights_only=True)
+        )
+        self.scheduler.load_state_dict(
+            torch.load(path / "scheduler.pt", weights_only=True)
+        )
         rng = torch.load(path / "rng_state.pt", weights_only=False)  # our own file
         random.setstate(rng["python"])
         np.random.set_state(rng["numpy"])
@@ -893,7 +1161,11 @@ class GRPOTrainer:
         if "cuda" in rng and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(rng["cuda"])
         state = json.loads((path / "trainer_state.json").read_text())
-        self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        self.step, self.epoch, self.position = (
+            state["step"],
+            state["epoch"],
+            state["position"],
+        )
         self._print(f"resumed from {path} (step {self.step})")
 
     def _truncate_logs(self) -> None:
@@ -904,16 +1176,20 @@ class GRPOTrainer:
                 continue
             with open(path, newline="", encoding="utf-8") as fh:
                 reader = csv.DictReader(fh)
-                header, kept = reader.fieldnames, [r for r in reader
-                                                   if int(float(r["step"])) <= self.step]
+                header, kept = reader.fieldnames, [
+                    r for r in reader if int(float(r["step"])) <= self.step
+                ]
             with open(path, "w", newline="", encoding="utf-8") as fh:
                 writer = csv.DictWriter(fh, fieldnames=header)
                 writer.writeheader()
                 writer.writerows(kept)
         path = self.output_dir / "samples.jsonl"
         if path.exists():
-            lines = [line for line in path.read_text(encoding="utf-8").splitlines()
-                     if line and json.loads(line)["step"] <= self.step]
+            lines = [
+                line
+                for line in path.read_text(encoding="utf-8").splitlines()
+                if line and json.loads(line)["step"] <= self.step
+            ]
             path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
     # ------------------------------------------------------------------ the loop
@@ -938,10 +1214,18 @@ class GRPOTrainer:
             random.seed(cfg.seed)
             np.random.seed(cfg.seed)
             torch.manual_seed(cfg.seed)
-        (self.output_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+        (self.output_dir / "config.json").write_text(
+            json.dumps(cfg.to_dict(), indent=2)
+        )
         self._flag["interrupted"] = False
-        bar = tqdm(total=cfg.max_steps, initial=self.step, desc="GRPO", leave=False,
-                   disable=not cfg.progress_bar, dynamic_ncols=True)
+        bar = tqdm(
+            total=cfg.max_steps,
+            initial=self.step,
+            desc="GRPO",
+            leave=False,
+            disable=not cfg.progress_bar,
+            dynamic_ncols=True,
+        )
         data_position = (self.epoch, self.position)
         try:
             if cfg.eval_on_start and self.step == 0:
@@ -953,9 +1237,12 @@ class GRPOTrainer:
                 self.history.append(metrics)
                 self._write_metrics_row(metrics)
                 bar.update(self.step - step_before)
-                bar.set_postfix(reward=f"{metrics['reward']:.3f}",
-                                acc=f"{metrics['accuracy']:.2f}",
-                                len=f"{metrics['completion_length']:.0f}", refresh=False)
+                bar.set_postfix(
+                    reward=f"{metrics['reward']:.3f}",
+                    acc=f"{metrics['accuracy']:.2f}",
+                    len=f"{metrics['completion_length']:.0f}",
+                    refresh=False,
+                )
                 if cfg.print_every and self.step % cfg.print_every == 0:
                     self._print(self._summary_line(metrics))
                 if cfg.sample_every and self.step % cfg.sample_every == 0:
@@ -972,12 +1259,14 @@ class GRPOTrainer:
                 self.save_checkpoint()
         except KeyboardInterrupt:
             bar.close()
-            # An interrupt during the rollout/rewards of a step leaves the model as it was
+            # An interrupt during a step's rollout/rewards leaves the model as it was
             # after the last completed step; rewind the data order to that step too.
             self.epoch, self.position = data_position
             path = self.save_checkpoint()
-            self._print(f"Interrupted: saved {path} (step {self.step}). Resume with "
-                        f"resume_from_checkpoint='{path}'.")
+            self._print(
+                f"Interrupted: saved {path} (step {self.step}). Resume with "
+                f"resume_from_checkpoint='{path}'."
+            )
             raise
         finally:
             bar.close()
@@ -985,18 +1274,24 @@ class GRPOTrainer:
 
     @staticmethod
     def _summary_line(m: dict) -> str:
-        return (f"step {m['step']:>4} | reward {m['reward']:.3f} | acc {m['accuracy']:.2f} | "
-                f"fmt {m['format_rate']:.2f} | len {m['completion_length']:.1f} | "
-                f"ent {m['entropy']:.2f} | gen {m['time_generate']:.1f}s "
-                f"upd {m['time_update']:.1f}s")
+        return (
+            f"step {m['step']:>4} | reward {m['reward']:.3f} | "
+            f"acc {m['accuracy']:.2f} | fmt {m['format_rate']:.2f} | "
+            f"len {m['completion_length']:.1f} | "
+            f"ent {m['entropy']:.2f} | gen {m['time_generate']:.1f}s "
+            f"upd {m['time_update']:.1f}s"
+        )
 
 
 # ======================================================================================
 # From a YAML file (the CLI)
 # ======================================================================================
 def build_reward_funcs(specs: Sequence) -> list[Callable]:
-    """Reward functions from config entries: a name in ``grpo_lib.rewards.REWARD_FUNCTIONS``
-    or ``{"name": <name>, **params}`` (bound with ``rewards.with_params``)."""
+    """Reward functions from config entries.
+
+    Each entry is a name in ``grpo_lib.rewards.REWARD_FUNCTIONS`` or
+    ``{"name": <name>, **params}`` (bound with ``rewards.with_params``).
+    """
     from .rewards import REWARD_FUNCTIONS, with_params
 
     funcs = []
@@ -1006,14 +1301,18 @@ def build_reward_funcs(specs: Sequence) -> list[Callable]:
             params = {k: v for k, v in spec.items() if k != "name"}
             spec = spec.get("name")
         if spec not in REWARD_FUNCTIONS:
-            raise ValueError(f"Unknown reward function {spec!r}; available: "
-                             f"{sorted(REWARD_FUNCTIONS)}.")
+            raise ValueError(
+                f"Unknown reward function {spec!r}; available: "
+                f"{sorted(REWARD_FUNCTIONS)}."
+            )
         fn = REWARD_FUNCTIONS[spec]
         funcs.append(with_params(fn, **params) if params else fn)
     return funcs
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> GRPOConfig:
+def load_config(
+    path: str | Path | None = None, overrides: Sequence[str] = ()
+) -> GRPOConfig:
     """A :class:`GRPOConfig` from a YAML file plus ``key=value`` overrides (YAML-typed).
 
     ``load_config("configs/r1_zero_arithmetic.yaml", ["max_steps=5", "beta=0.04"])``.
@@ -1024,13 +1323,17 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     if path is not None:
         path = Path(path)
         if not path.exists():
-            raise FileNotFoundError(f"No config file at {path}; see configs/ for examples.")
+            raise FileNotFoundError(
+                f"No config file at {path}; see configs/ for examples."
+            )
         values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         if not isinstance(values, dict):
             raise ValueError(f"{path} must hold a YAML mapping of GRPOConfig fields.")
     for item in overrides:
         if "=" not in item:
-            raise ValueError(f"Override {item!r} is not key=value (e.g. --set max_steps=10).")
+            raise ValueError(
+                f"Override {item!r} is not key=value (e.g. --set max_steps=10)."
+            )
         key, raw = item.split("=", 1)
         values[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
     return GRPOConfig.from_dict(values).validate()
@@ -1047,15 +1350,22 @@ def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):
 
     config = load_config(path, overrides)
     device = config.device or profile().device
-    model, tokenizer = load_model_and_tokenizer(config.model_name_or_path, device=device)
+    model, tokenizer = load_model_and_tokenizer(
+        config.model_name_or_path, device=device
+    )
     train_dataset = load_task_split(config.task, "train")
-    eval_dataset = (load_task_split(config.task, "test")
-                    if (config.eval_every or config.eval_on_start) else None)
+    eval_dataset = (
+        load_task_split(config.task, "test")
+        if (config.eval_every or config.eval_on_start)
+        else None
+    )
     trainer = GRPOTrainer(model, tokenizer, None, config, train_dataset, eval_dataset)
     t0 = time.perf_counter()
     metrics = trainer.train()
-    print(f"trained {trainer.step} steps in {time.perf_counter() - t0:.0f}s; "
-          f"outputs in {config.output_dir}")
+    print(
+        f"trained {trainer.step} steps in {time.perf_counter() - t0:.0f}s; "
+        f"outputs in {config.output_dir}"
+    )
     if len(metrics):
         print(GRPOTrainer._summary_line(metrics.iloc[-1].to_dict()))
     return metrics

@@ -1,13 +1,14 @@
 """grpo_lib.losses: hand-checked values, and parity with TRL 1.16's own loss code.
 
-The parity test builds a real ``trl.GRPOTrainer`` around a micro Qwen2 model and calls its
-unmodified ``_compute_loss`` on a batch whose old/reference log-probs, advantages and masks
-we choose. Our ``policy_loss`` gets the same per-token log-probs (from TRL's own
-``_get_per_token_logps_and_entropies``, a fresh forward pass) and must give the same loss
-and the same parameter gradients, for every loss type TRL shares with us, with and without
-the KL term, with symmetric and asymmetric clipping, on- and off-policy, and with the batch
-split into two accumulated micro-batches.
+The parity test builds a real ``trl.GRPOTrainer`` around a micro Qwen2 model and calls
+its unmodified ``_compute_loss`` on a batch whose old/reference log-probs, advantages
+and masks we choose. Our ``policy_loss`` gets the same per-token log-probs (from TRL's own
+``_get_per_token_logps_and_entropies``, a fresh forward pass) and must give the same
+loss and the same parameter gradients, for every loss type TRL shares with us, with and
+without the KL term, with symmetric and asymmetric clipping, on- and off-policy, and
+with the batch split into two accumulated micro-batches.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -52,7 +53,8 @@ def test_aggregations_by_hand():
 def test_grpo_and_bnpo_differ_when_lengths_differ():
     per_token = torch.tensor([[2.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
     mask = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
-    # grpo = (2 + 1) / 2 = 1.5; bnpo = 6 / 5 = 1.2: the short sequence's token weighs more
+    # grpo = (2 + 1) / 2 = 1.5; bnpo = 6 / 5 = 1.2: the short sequence's token weighs
+    # more in grpo
     assert aggregate_grpo(per_token, mask).item() == pytest.approx(1.5)
     assert aggregate_bnpo(per_token, mask).item() == pytest.approx(1.2)
 
@@ -68,7 +70,9 @@ def test_on_policy_loss_value_and_gradient():
     loss.backward()
     expected = torch.tensor([[-1 / 4, -1 / 4, 0.0], [0.5 / 6, 0.5 / 6, 0.5 / 6]])
     torch.testing.assert_close(logp.grad, expected)
-    assert stats["clip_frac_region"] == 0.0 and stats["ratio_mean"] == pytest.approx(1.0)
+    assert stats["clip_frac_region"] == 0.0 and stats["ratio_mean"] == pytest.approx(
+        1.0
+    )
     assert math.isnan(stats["kl"])
 
 
@@ -77,13 +81,15 @@ def test_reinforce_matches_picorl_formula():
     mask = torch.ones(2, 2)
     adv = torch.tensor([1.0, -1.0])
     loss, _ = policy_loss(logp, None, adv, mask, loss_type="reinforce")
-    expected = -(adv * logp.detach().sum(-1)).mean()  # picoRL: -(A * sum logprobs).mean()
+    expected = -(
+        adv * logp.detach().sum(-1)
+    ).mean()  # picoRL: -(A * sum logprobs).mean()
     assert loss.item() == pytest.approx(expected.item())
     assert loss.item() == pytest.approx(-(math.log(0.125) - math.log(0.08)) / 2)
 
 
 def test_clip_fractions_by_hand():
-    # ratios exp(logp - old): 0.5 (A<0 -> low clip), 2.0 (A>0 -> high clip), 1.1 (inside)
+    # ratios exp(logp - old): 0.5 (A<0: low clip), 2.0 (A>0: high clip), 1.1 (inside)
     old = torch.zeros(3, 1)
     logp = torch.log(torch.tensor([[0.5], [2.0], [1.1]]))
     adv = torch.tensor([-1.0, 1.0, 1.0])
@@ -92,8 +98,9 @@ def test_clip_fractions_by_hand():
     assert stats["clip_frac_high"] == pytest.approx(1 / 3)
     assert stats["clip_frac_region"] == pytest.approx(2 / 3)
     # clip-higher (DAPO, epsilon_high = 1.5) leaves ratio 2.0 unclipped
-    _, stats = policy_loss(logp, old, adv, torch.ones(3, 1), loss_type="bnpo",
-                           epsilon_high=1.5)
+    _, stats = policy_loss(
+        logp, old, adv, torch.ones(3, 1), loss_type="bnpo", epsilon_high=1.5
+    )
     assert stats["clip_frac_high"] == 0.0
 
 
@@ -105,15 +112,22 @@ def test_kl_bias_correction_changes_gradient_not_value():
     grads, values = [], []
     for correction in (False, True):
         logp = logp0.clone().requires_grad_()
-        loss, stats = policy_loss(logp, None, torch.zeros(1), torch.ones(1, 2),
-                                  loss_type="bnpo", beta=1.0, ref_logp=ref,
-                                  use_bias_correction_kl=correction)
+        loss, stats = policy_loss(
+            logp,
+            None,
+            torch.zeros(1),
+            torch.ones(1, 2),
+            loss_type="bnpo",
+            beta=1.0,
+            ref_logp=ref,
+            use_bias_correction_kl=correction,
+        )
         loss.backward()
         grads.append(logp.grad)
         values.append(loss.item())
     assert values[0] == pytest.approx(values[1])
     assert values[0] == pytest.approx((torch.exp(d) - d - 1).mean().item())
-    # d/dlogp of k3 = 1 - exp(d); with the ratio factor: + k3 (the ratio's gradient is 1)
+    # d/dlogp of k3 = 1 - exp(d); with the ratio factor add k3 (the ratio's grad is 1)
     torch.testing.assert_close(grads[0], (1 - torch.exp(d)) / 2)
     torch.testing.assert_close(grads[1], (1 - torch.exp(d) + torch.exp(d) - d - 1) / 2)
 
@@ -152,7 +166,7 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def batch(model_dir):
-    """A fixed batch: prompts, completions of varying length, advantages, log-prob noise."""
+    """A fixed batch: prompts, completions of varying length, advantages, noise."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -168,15 +182,24 @@ def batch(model_dir):
     completion_ids[completion_mask == 0] = tokenizer.pad_token_id
     advantages = torch.randn(B, generator=gen)  # [B]
     advantages[2] = 0.0
-    old_noise = 0.3 * torch.randn(B, L_MAX, generator=gen)  # [B, C], drives some ratios out
+    old_noise = 0.3 * torch.randn(
+        B, L_MAX, generator=gen
+    )  # [B, C], drives some ratios out
     ref_noise = 0.2 * torch.randn(B, L_MAX, generator=gen)  # [B, C]
-    return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask,
-                completion_ids=completion_ids, completion_mask=completion_mask,
-                advantages=advantages, old_noise=old_noise, ref_noise=ref_noise)
+    return dict(
+        prompt_ids=prompt_ids,
+        prompt_mask=prompt_mask,
+        completion_ids=completion_ids,
+        completion_mask=completion_mask,
+        advantages=advantages,
+        old_noise=old_noise,
+        ref_noise=ref_noise,
+    )
 
 
-def _trl_trainer(model_dir, tmp_path, loss_type, beta, correction, epsilon_high,
-                 micro_batches):
+def _trl_trainer(
+    model_dir, tmp_path, loss_type, beta, correction, epsilon_high, micro_batches
+):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig as TRLConfig
@@ -185,18 +208,30 @@ def _trl_trainer(model_dir, tmp_path, loss_type, beta, correction, epsilon_high,
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     args = TRLConfig(
-        output_dir=str(tmp_path), report_to=[], use_cpu=True, seed=0,
+        output_dir=str(tmp_path),
+        report_to=[],
+        use_cpu=True,
+        seed=0,
         per_device_train_batch_size=B // micro_batches,
-        gradient_accumulation_steps=micro_batches, num_generations=G,
-        max_completion_length=L_MAX, loss_type=loss_type, beta=beta, epsilon=0.2,
-        epsilon_high=epsilon_high, use_bias_correction_kl=correction,
+        gradient_accumulation_steps=micro_batches,
+        num_generations=G,
+        max_completion_length=L_MAX,
+        loss_type=loss_type,
+        beta=beta,
+        epsilon=0.2,
+        epsilon_high=epsilon_high,
+        use_bias_correction_kl=correction,
     )
     dataset = Dataset.from_dict({"prompt": ["1 + 1 ="] * B})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trainer = TRLTrainer(model=model, processing_class=tokenizer, args=args,
-                             reward_funcs=[lambda completions, **kw: [0.0] * len(completions)],
-                             train_dataset=dataset)
+        trainer = TRLTrainer(
+            model=model,
+            processing_class=tokenizer,
+            args=args,
+            reward_funcs=[lambda completions, **kw: [0.0] * len(completions)],
+            train_dataset=dataset,
+        )
     # What transformers.Trainer's training loop sets before calling compute_loss.
     trainer.current_gradient_accumulation_steps = micro_batches
     trainer.model.train()
@@ -205,9 +240,9 @@ def _trl_trainer(model_dir, tmp_path, loss_type, beta, correction, epsilon_high,
 
 # Each case: (beta, use_bias_correction_kl, epsilon_high, micro-batches, off-policy).
 # beta = 0: no KL; correction False: KL as DeepSeekMath writes it; True: KL * ratio
-# (TRL's default: same value, different gradient). Off-policy = old log-probs differ from
-# the current ones (mu > 1), which drives ratios out of the clip range; two micro-batches
-# exercise gradient accumulation.
+# (TRL's default: same value, different gradient). Off-policy = old log-probs differ
+# from the current ones (mu > 1), which drives ratios out of the clip range; two
+# micro-batches exercise gradient accumulation.
 SETTINGS = [
     (0.0, True, None, 1, False),
     (0.0, True, 0.28, 2, True),
@@ -215,30 +250,52 @@ SETTINGS = [
     (0.04, True, 0.28, 2, True),
     (0.04, False, None, 2, True),
 ]
-CASES = [(loss_type, *setting) for loss_type in ["grpo", "bnpo", "dr_grpo", "dapo"]
-         for setting in SETTINGS]
+CASES = [
+    (loss_type, *setting)
+    for loss_type in ["grpo", "bnpo", "dr_grpo", "dapo"]
+    for setting in SETTINGS
+]
 
 
-@pytest.mark.parametrize("loss_type,beta,correction,epsilon_high,micro_batches,off_policy",
-                         CASES)
-def test_matches_trl_compute_loss(model_dir, batch, tmp_path, loss_type, beta, correction,
-                                  epsilon_high, micro_batches, off_policy):
-    trainer = _trl_trainer(model_dir, tmp_path, loss_type, beta, correction, epsilon_high,
-                           micro_batches)
+@pytest.mark.parametrize(
+    "loss_type,beta,correction,epsilon_high,micro_batches,off_policy", CASES
+)
+def test_matches_trl_compute_loss(
+    model_dir,
+    batch,
+    tmp_path,
+    loss_type,
+    beta,
+    correction,
+    epsilon_high,
+    micro_batches,
+    off_policy,
+):
+    trainer = _trl_trainer(
+        model_dir, tmp_path, loss_type, beta, correction, epsilon_high, micro_batches
+    )
     model = trainer.model
     total_tokens = batch["completion_mask"].sum()
     size = B // micro_batches
     for k in range(micro_batches):
         rows = slice(k * size, (k + 1) * size)
-        inputs = {key: batch[key][rows] for key in
-                  ["prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
-                   "advantages"]}
+        inputs = {
+            key: batch[key][rows]
+            for key in [
+                "prompt_ids",
+                "prompt_mask",
+                "completion_ids",
+                "completion_mask",
+                "advantages",
+            ]
+        }
         inputs["num_items_in_batch"] = total_tokens
         input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
         attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
         with torch.no_grad():
             logp0, _, _ = trainer._get_per_token_logps_and_entropies(
-                model, input_ids, attention, L_MAX)  # [b, C]
+                model, input_ids, attention, L_MAX
+            )  # [b, C]
         old = (logp0 + batch["old_noise"][rows]) if off_policy else None
         ref = logp0 + batch["ref_noise"][rows]
         if old is not None:
@@ -255,28 +312,42 @@ def test_matches_trl_compute_loss(model_dir, batch, tmp_path, loss_type, beta, c
         # ours, on the same per-token log-probs (a fresh forward through TRL's path)
         model.zero_grad()
         logp, _, _ = trainer._get_per_token_logps_and_entropies(
-            model, input_ids, attention, L_MAX)
+            model, input_ids, attention, L_MAX
+        )
         loss, stats = policy_loss(
-            logp, old, inputs["advantages"], inputs["completion_mask"],
-            loss_type=loss_type, epsilon=0.2, epsilon_high=epsilon_high, beta=beta,
-            ref_logp=ref if beta != 0.0 else None, max_completion_length=L_MAX,
+            logp,
+            old,
+            inputs["advantages"],
+            inputs["completion_mask"],
+            loss_type=loss_type,
+            epsilon=0.2,
+            epsilon_high=epsilon_high,
+            beta=beta,
+            ref_logp=ref if beta != 0.0 else None,
+            max_completion_length=L_MAX,
             use_bias_correction_kl=correction,
-            num_micro_batches=micro_batches, num_items_in_batch=total_tokens)
+            num_micro_batches=micro_batches,
+            num_items_in_batch=total_tokens,
+        )
         loss.backward()
 
-        where = (f"{loss_type} beta={beta} correction={correction} "
-                 f"eps_high={epsilon_high} micro-batches={micro_batches} #{k}")
+        where = (
+            f"{loss_type} beta={beta} correction={correction} "
+            f"eps_high={epsilon_high} micro-batches={micro_batches} #{k}"
+        )
         assert abs(loss.item() - trl_loss.item()) < 1e-6, where
         for ours, theirs in zip((p.grad for p in model.parameters()), trl_grads):
-            torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5,
-                                       msg=lambda m: f"{where}: {m}")
+            torch.testing.assert_close(
+                ours, theirs, atol=1e-6, rtol=1e-5, msg=lambda m: f"{where}: {m}"
+            )
         metrics = trainer._metrics["train"]
         assert stats["clip_frac_low"] == pytest.approx(
-            metrics["clip_ratio/low_mean"][-1], abs=1e-7), where
+            metrics["clip_ratio/low_mean"][-1], abs=1e-7
+        ), where
         assert stats["clip_frac_high"] == pytest.approx(
-            metrics["clip_ratio/high_mean"][-1], abs=1e-7), where
+            metrics["clip_ratio/high_mean"][-1], abs=1e-7
+        ), where
         if beta != 0.0:
             assert stats["kl"] == pytest.approx(metrics["kl"][-1], abs=1e-6), where
     if off_policy:  # the noise must have driven some tokens out of the clip range
         assert sum(trainer._metrics["train"]["clip_ratio/region_mean"]) > 0
-

@@ -3,6 +3,7 @@
 The reward in most tests is the share of digit characters in the completion: a random
 model emits some digits, so groups have reward variance and GRPO has something to learn.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,19 @@ from grpo_lib.trainer import (
 )
 
 ROWS = [
-    {"question": q, "answer": a, "prompt": [{"role": "user", "content": f"What is {q}?"}]}
-    for q, a in [("2 + 3", "5"), ("4 * 2", "8"), ("7 - 1", "6"), ("3 + 3 * 2", "9"),
-                 ("6 - 2", "4"), ("1 + 8", "9")]
+    {
+        "question": q,
+        "answer": a,
+        "prompt": [{"role": "user", "content": f"What is {q}?"}],
+    }
+    for q, a in [
+        ("2 + 3", "5"),
+        ("4 * 2", "8"),
+        ("7 - 1", "6"),
+        ("3 + 3 * 2", "9"),
+        ("6 - 2", "4"),
+        ("1 + 8", "9"),
+    ]
 ]
 
 
@@ -39,9 +50,17 @@ def tokenizer():
 
 
 def _config(tmp_path, **overrides) -> GRPOConfig:
-    values = dict(output_dir=str(tmp_path / "run"), per_step_prompts=2, num_generations=4,
-                  max_completion_length=8, max_steps=3, learning_rate=3e-2,
-                  progress_bar=False, sample_every=0, seed=0)
+    values = dict(
+        output_dir=str(tmp_path / "run"),
+        per_step_prompts=2,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=3,
+        learning_rate=3e-2,
+        progress_bar=False,
+        sample_every=0,
+        seed=0,
+    )
     values.update(overrides)
     return GRPOConfig(**values)
 
@@ -51,18 +70,24 @@ def _params(model) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------ config
-@pytest.mark.parametrize("overrides,message", [
-    (dict(num_generations=1), "G must be an integer >= 2"),
-    (dict(per_step_prompts=3, num_generations=4, micro_batch_size=5),
-     r"does not divide the batch .* = 12; pick one of \[1, 2, 3, 4, 6, 12\]"),
-    (dict(epsilon=0.0), "epsilon > 0"),
-    (dict(loss_type="ppo"), "loss_type='ppo' is unknown"),
-    (dict(loss_type="reinforce", num_iterations=2), "set num_iterations=1"),
-    (dict(scale_rewards="std"), "scale_rewards='std'"),
-    (dict(reward_weights=[1.0]), "give one weight per function"),
-    (dict(temperature=0.0), "temperature > 0"),
-    (dict(lr_scheduler_type="step"), "lr_scheduler_type='step'"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (dict(num_generations=1), "G must be an integer >= 2"),
+        (
+            dict(per_step_prompts=3, num_generations=4, micro_batch_size=5),
+            r"does not divide the batch .* = 12; pick one of \[1, 2, 3, 4, 6, 12\]",
+        ),
+        (dict(epsilon=0.0), "epsilon > 0"),
+        (dict(loss_type="ppo"), "loss_type='ppo' is unknown"),
+        (dict(loss_type="reinforce", num_iterations=2), "set num_iterations=1"),
+        (dict(scale_rewards="std"), "scale_rewards='std'"),
+        (dict(reward_weights=[1.0]), "give one weight per function"),
+        (dict(temperature=0.0), "temperature > 0"),
+        (dict(lr_scheduler_type="step"), "lr_scheduler_type='step'"),
+        (dict(warmup_steps=2.5), "give a whole number of updates"),
+    ],
+)
 def test_validate_says_what_to_change(overrides, message):
     with pytest.raises(ValueError, match=message):
         GRPOConfig(**overrides).validate()
@@ -77,9 +102,12 @@ def test_every_field_has_a_docstring():
     tree = ast.parse(inspect.getsource(trainer.GRPOConfig))
     body = tree.body[0].body
     documented = {
-        stmt.target.id for stmt, nxt in zip(body, body[1:])
-        if isinstance(stmt, ast.AnnAssign) and isinstance(nxt, ast.Expr)
-        and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)
+        stmt.target.id
+        for stmt, nxt in zip(body, body[1:])
+        if isinstance(stmt, ast.AnnAssign)
+        and isinstance(nxt, ast.Expr)
+        and isinstance(nxt.value, ast.Constant)
+        and isinstance(nxt.value.value, str)
     }
     fields = {f.name for f in __import__("dataclasses").fields(GRPOConfig)}
     assert fields - documented == set()
@@ -89,15 +117,28 @@ def test_load_config_overrides_and_unknown_keys(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("num_generations: 4\nloss_type: dapo\nreward_weights: [1.0, 0.1]\n")
     config = load_config(path, ["max_steps=7", "beta=0.04", "epsilon_high=0.28"])
-    assert (config.num_generations, config.loss_type, config.max_steps) == (4, "dapo", 7)
-    assert (config.beta, config.epsilon_high, config.reward_weights) == (0.04, 0.28, [1.0, 0.1])
+    assert (config.num_generations, config.loss_type, config.max_steps) == (
+        4,
+        "dapo",
+        7,
+    )
+    assert (config.beta, config.epsilon_high, config.reward_weights) == (
+        0.04,
+        0.28,
+        [1.0, 0.1],
+    )
     with pytest.raises(ValueError, match="did you mean 'num_generations'"):
         load_config(path, ["num_generation=4"])
 
 
 def test_lr_schedule_by_hand():
     # 10 updates, 2 of warm-up: 0.5, 1.0, then linear decay over the 8 remaining
-    assert [_lr_multiplier(u, 10, 2, "linear") for u in (0, 1, 2, 6)] == [0.5, 1.0, 1.0, 0.5]
+    assert [_lr_multiplier(u, 10, 2, "linear") for u in (0, 1, 2, 6)] == [
+        0.5,
+        1.0,
+        1.0,
+        0.5,
+    ]
     assert _lr_multiplier(6, 10, 2, "cosine") == pytest.approx(0.5)
     assert _lr_multiplier(9, 10, 0, "constant") == 1.0
 
@@ -105,8 +146,9 @@ def test_lr_schedule_by_hand():
 # ------------------------------------------------------------------------ real runs
 def test_short_run_learns_and_logs(tokenizer, tmp_path):
     model = random_model(tokenizer, size="micro", seed=0)
-    config = _config(tmp_path, max_steps=12, sample_every=6, per_step_prompts=4,
-                     micro_batch_size=8)
+    config = _config(
+        tmp_path, max_steps=12, sample_every=6, per_step_prompts=4, micro_batch_size=8
+    )
     trainer = GRPOTrainer(model, tokenizer, [digit_share], config, ROWS)
     metrics = trainer.train()
     assert list(metrics.columns) == METRIC_COLUMNS + ["reward/digit_share"]
@@ -119,14 +161,23 @@ def test_short_run_learns_and_logs(tokenizer, tmp_path):
     assert (metrics["grad_norm"][1:] > 0).all() and metrics["loss"].abs().max() < 1e-5
     assert metrics["kl"].isna().all()  # beta = 0: no reference model
     assert trainer.ref_model is None
-    samples = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    samples = [
+        json.loads(x)
+        for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()
+    ]
     assert {s["step"] for s in samples} == {6, 12} and len(samples) == 2 * 16
 
 
 def test_mu_and_beta_use_old_and_reference_logprobs(tokenizer, tmp_path):
     model = random_model(tokenizer, size="micro", seed=0)
-    config = _config(tmp_path, num_iterations=2, beta=0.04, loss_type="dapo",
-                     epsilon_high=0.28, max_steps=2)
+    config = _config(
+        tmp_path,
+        num_iterations=2,
+        beta=0.04,
+        loss_type="dapo",
+        epsilon_high=0.28,
+        max_steps=2,
+    )
     trainer = GRPOTrainer(model, tokenizer, [digit_share], config, ROWS)
     metrics = trainer.train()
     assert trainer.ref_model is not None and trainer.ref_model is not model
@@ -158,7 +209,9 @@ def test_faulty_reward_is_logged_once_and_run_continues(tokenizer, tmp_path, cap
     assert out.count("[reward flaky] gave a missing/NaN/inf score") == 1
     assert len(metrics) == 3 and metrics["reward_errors"].sum() > 0
     assert metrics["reward/flaky"].between(0, 1).all()
-    assert calls["n"] == 3 * (1 + 8)  # each step: one batch call, then one per completion
+    assert calls["n"] == 3 * (
+        1 + 8
+    )  # each step: one batch call, then one per completion
 
 
 def test_nan_loss_guard_skips_the_update(tokenizer, tmp_path, capsys):
@@ -171,35 +224,51 @@ def test_nan_loss_guard_skips_the_update(tokenizer, tmp_path, capsys):
     metrics = GRPOTrainer(model, tokenizer, [exploding], config, ROWS).train()
     assert metrics["skipped_updates"].tolist() == [1, 1]
     assert torch.equal(_params(model), before)
-    assert "skipped this update, the parameters are unchanged" in capsys.readouterr().out
+    assert (
+        "skipped this update, the parameters are unchanged" in capsys.readouterr().out
+    )
 
 
 def test_dynamic_sampling_without_signal_skips_update(tokenizer, tmp_path, capsys):
     model = random_model(tokenizer, size="micro", seed=0)
     before = _params(model)
-    config = _config(tmp_path, max_steps=1, dynamic_sampling=True,
-                     dynamic_sampling_max_rounds=1)
-    metrics = GRPOTrainer(model, tokenizer, [lambda c, **k: [1.0] * len(c)], config,
-                          ROWS).train()
+    config = _config(
+        tmp_path, max_steps=1, dynamic_sampling=True, dynamic_sampling_max_rounds=1
+    )
+    metrics = GRPOTrainer(
+        model, tokenizer, [lambda c, **k: [1.0] * len(c)], config, ROWS
+    ).train()
     assert metrics["num_groups"].tolist() == [0] and metrics["zero_std_frac"][0] == 1.0
     assert torch.equal(_params(model), before)
     assert "every sampled group had equal rewards" in capsys.readouterr().out
 
 
 def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path):
-    config = dict(max_steps=3, save_every=2, num_iterations=2, micro_batch_size=4,
-                  beta=0.04, warmup_ratio=0.3, lr_scheduler_type="cosine")
+    config = dict(
+        max_steps=3,
+        save_every=2,
+        num_iterations=2,
+        micro_batch_size=4,
+        beta=0.04,
+        warmup_steps=0.3,
+        lr_scheduler_type="cosine",
+    )
     # uninterrupted run
     model_a = random_model(tokenizer, size="micro", seed=0)
-    full = GRPOTrainer(model_a, tokenizer, [digit_share],
-                       _config(tmp_path, **config), ROWS).train()
+    full = GRPOTrainer(
+        model_a, tokenizer, [digit_share], _config(tmp_path, **config), ROWS
+    ).train()
     checkpoint = tmp_path / "run" / "checkpoint-2"
     assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 2
     # a fresh process would build the same initial model, then resume
     model_b = random_model(tokenizer, size="micro", seed=0)
-    resumed = GRPOTrainer(model_b, tokenizer, [digit_share],
-                          _config(tmp_path, resume_from_checkpoint=str(checkpoint), **config),
-                          ROWS)
+    resumed = GRPOTrainer(
+        model_b,
+        tokenizer,
+        [digit_share],
+        _config(tmp_path, resume_from_checkpoint=str(checkpoint), **config),
+        ROWS,
+    )
     metrics = resumed.train()
     assert resumed.step == 3 and len(metrics) == 1
     assert torch.equal(_params(model_b), _params(model_a))
@@ -207,7 +276,9 @@ def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path):
     row_a, row_b = full.iloc[-1], metrics.iloc[-1]
     for column in full.columns:
         if column not in skip:
-            assert row_b[column] == pytest.approx(row_a[column], nan_ok=True, abs=0), column
+            assert row_b[column] == pytest.approx(
+                row_a[column], nan_ok=True, abs=0
+            ), column
     # the metrics file holds steps 1-3 once each
     assert pd.read_csv(tmp_path / "run" / "metrics.csv")["step"].tolist() == [1, 2, 3]
 
@@ -223,21 +294,36 @@ def test_ctrl_c_saves_a_checkpoint_that_resumes_exactly(tokenizer, tmp_path):
 
     model = random_model(tokenizer, size="micro", seed=0)
     with pytest.raises(KeyboardInterrupt):
-        GRPOTrainer(model, tokenizer, [interrupt_on_third_call],
-                    _config(tmp_path, max_steps=4), ROWS).train()
+        GRPOTrainer(
+            model,
+            tokenizer,
+            [interrupt_on_third_call],
+            _config(tmp_path, max_steps=4),
+            ROWS,
+        ).train()
     checkpoint = tmp_path / "run" / "checkpoint-2"
     state = json.loads((checkpoint / "trainer_state.json").read_text())
-    assert state["step"] == 2 and state["position"] == 4  # step 3's prompts not consumed
+    assert (
+        state["step"] == 2 and state["position"] == 4
+    )  # step 3's prompts not consumed
     assert not list((tmp_path / "run").glob(".tmp-*"))  # written atomically
 
     resumed_model = random_model(tokenizer, size="micro", seed=0)
-    GRPOTrainer(resumed_model, tokenizer, [digit_share],
-                _config(tmp_path, max_steps=4, resume_from_checkpoint=str(checkpoint)),
-                ROWS).train()
+    GRPOTrainer(
+        resumed_model,
+        tokenizer,
+        [digit_share],
+        _config(tmp_path, max_steps=4, resume_from_checkpoint=str(checkpoint)),
+        ROWS,
+    ).train()
     reference_model = random_model(tokenizer, size="micro", seed=0)
-    GRPOTrainer(reference_model, tokenizer, [digit_share],
-                _config(tmp_path, max_steps=4, output_dir=str(tmp_path / "ref")),
-                ROWS).train()
+    GRPOTrainer(
+        reference_model,
+        tokenizer,
+        [digit_share],
+        _config(tmp_path, max_steps=4, output_dir=str(tmp_path / "ref")),
+        ROWS,
+    ).train()
     assert torch.equal(_params(resumed_model), _params(reference_model))
 
 
@@ -255,9 +341,31 @@ def test_cli_train_from_yaml(tokenizer, tmp_path):
         "per_step_prompts: 2\nnum_generations: 2\nmax_completion_length: 4\n"
         "progress_bar: false\ndevice: cpu\n"
     )
-    main(["train", "--config", str(path), "--set", "max_steps=1",
-          "--set", f"output_dir={tmp_path / 'cli_run'}"])
+    main(
+        [
+            "train",
+            "--config",
+            str(path),
+            "--set",
+            "max_steps=1",
+            "--set",
+            f"output_dir={tmp_path / 'cli_run'}",
+        ]
+    )
     metrics = pd.read_csv(tmp_path / "cli_run" / "metrics.csv")
     assert metrics["step"].tolist() == [1]
-    assert {"reward/accuracy_reward", "reward/format_reward",
-            "reward/length_reward"} <= set(metrics.columns)
+    assert {
+        "reward/accuracy_reward",
+        "reward/format_reward",
+        "reward/length_reward",
+    } <= set(metrics.columns)
+
+
+def test_shipped_configs_are_valid():
+    from pathlib import Path
+
+    paths = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+    assert paths, "configs/ holds no YAML file"
+    for path in paths:
+        config = load_config(path)
+        assert config.num_generations >= 2, path

@@ -1,0 +1,234 @@
+"""Seconds per GRPO step: grpo_lib's trainer vs TRL's GRPOTrainer, in one process.
+
+Both trainers get the same model weights (separate copies), the same chat prompts, the
+same group size G, the same number of completions per optimizer step and micro-batch
+size, float32, beta = 0, num_iterations = 1, and completions forced to exactly
+``--length`` tokens (ours: ``ignore_eos``; TRL: ``min_new_tokens = max_new_tokens``), so
+both do the same arithmetic per step. The reward is the share of digits in a completion
+(cheap, with group variance, so the update is not trivially zero).
+
+Timing: a step is the wall time between two consecutive end-of-step callbacks (so it
+includes each trainer's own overheads and logging); *generation* is the time inside the
+sampling call (ours: ``grpo_lib.sampling.generate``, from ``metrics.csv``; TRL: its
+``_generate`` method, timed by a wrapper); *update* is the rest of the step (rewards,
+advantages, log-probs, backward, optimizer). Reported: the median over the steps after
+``--warmup`` warm-up steps.
+
+    python benchmarks/step_vs_trl.py                       # tiny Qwen2, random weights
+    python benchmarks/step_vs_trl.py --model data/models/tiny-qwen2-base --steps 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import io
+import platform
+import statistics
+import tempfile
+import time
+import warnings
+
+import torch
+
+
+def digit_share(completions, **kwargs):
+    """Share of digit characters (accepts plain strings and TRL's message lists)."""
+    texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+    return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in texts]
+
+
+def _median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def run_ours(model, tokenizer, prompts, args, out_dir):
+    from grpo_lib.trainer import GRPOConfig, GRPOTrainer
+
+    config = GRPOConfig(
+        output_dir=out_dir,
+        per_step_prompts=args.prompts,
+        num_generations=args.G,
+        max_completion_length=args.length,
+        ignore_eos=True,
+        micro_batch_size=args.micro_batch,
+        max_steps=args.warmup + args.steps,
+        learning_rate=1e-5,
+        loss_type=args.loss_type,
+        beta=0.0,
+        num_iterations=1,
+        temperature=1.0,
+        top_p=1.0,
+        progress_bar=False,
+        sample_every=0,
+        seed=0,
+    )
+    ends = []
+    trainer = GRPOTrainer(
+        model,
+        tokenizer,
+        [digit_share],
+        config,
+        [{"prompt": p} for p in prompts],
+        callbacks=[lambda tr, m: ends.append(time.perf_counter())],
+    )
+    start = time.perf_counter()
+    metrics = trainer.train()
+    ends.insert(0, start)
+    step = [b - a for a, b in zip(ends, ends[1:])][args.warmup :]
+    gen = metrics["time_generate"].tolist()[args.warmup :]
+    lengths = metrics["completion_length"].tolist()[args.warmup :]
+    return step, gen, lengths
+
+
+def run_trl(model, tokenizer, prompts, args, out_dir):
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig as TRLConfig
+    from trl import GRPOTrainer as TRLTrainer
+
+    batch = args.prompts * args.G
+    accumulation = batch // args.micro_batch
+    config = TRLConfig(
+        output_dir=out_dir,
+        report_to=[],
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        fp16=False,
+        seed=0,
+        disable_tqdm=True,
+        save_strategy="no",
+        logging_steps=10_000,
+        per_device_train_batch_size=args.micro_batch,
+        gradient_accumulation_steps=accumulation,
+        num_generations=args.G,
+        max_completion_length=args.length,
+        generation_kwargs={"min_new_tokens": args.length},
+        max_steps=args.warmup + args.steps,
+        learning_rate=1e-5,
+        loss_type=args.loss_type,
+        beta=0.0,
+        num_iterations=1,
+        temperature=1.0,
+        top_p=1.0,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        activation_checkpointing=False,  # TRL's default is on; we never recompute
+        dataloader_num_workers=0,
+    )
+
+    ends, gen_now, gen_per_step, lengths = [], [0.0], [], []
+
+    class Clock(TrainerCallback):
+        def on_train_begin(self, *a, **k):
+            ends.append(time.perf_counter())
+
+        def on_step_end(self, *a, **k):
+            ends.append(time.perf_counter())
+            gen_per_step.append(gen_now[0])
+            gen_now[0] = 0.0
+
+    dataset = Dataset.from_list([{"prompt": p} for p in prompts])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = TRLTrainer(
+            model=model,
+            processing_class=tokenizer,
+            reward_funcs=[digit_share],
+            args=config,
+            train_dataset=dataset,
+            callbacks=[Clock()],
+        )
+    inner = trainer._generate
+
+    def timed_generate(*a, **k):  # time TRL's sampling call, change nothing else
+        t0 = time.perf_counter()
+        out = inner(*a, **k)
+        gen_now[0] += time.perf_counter() - t0
+        lengths.append(sum(len(c) for c in out[1]) / max(1, len(out[1])))
+        return out
+
+    trainer._generate = timed_generate
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")  # and no end-of-training log dict
+        trainer.train()
+    step = [b - a for a, b in zip(ends, ends[1:])][args.warmup :]
+    return step, gen_per_step[args.warmup :], lengths[args.warmup :]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="checkpoint folder (default: random tiny Qwen2 weights)",
+    )
+    parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
+    parser.add_argument("--G", type=int, default=8, help="completions per prompt")
+    parser.add_argument("--length", type=int, default=64, help="tokens per completion")
+    parser.add_argument("--micro-batch", type=int, default=16, dest="micro_batch")
+    parser.add_argument("--loss-type", default="dapo", dest="loss_type")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=5, help="measured steps")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each trainer")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_model
+    from grpo_lib.tasks import load_task_split
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.model:
+        model, tokenizer = load_model_and_tokenizer(args.model, device=device)
+        name = args.model
+    else:
+        tokenizer = build_tokenizer()
+        model = random_model(tokenizer, size="tiny", seed=0).to(device)
+        name = "random tiny Qwen2"
+    model = model.float()
+    n = args.prompts * (args.warmup + args.steps)
+    prompts = [
+        row["prompt"] for row in load_task_split("arithmetic", "train").select(range(n))
+    ]
+
+    results = {"grpo_lib": ([], [], []), "TRL 1.16": ([], [], [])}
+    runners = {"grpo_lib": run_ours, "TRL 1.16": run_trl}
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(args.repeats):  # alternate, so background load hits both
+            for label, fn in runners.items():
+                torch.manual_seed(0)
+                out = f"{tmp}/{label.split()[0]}-{repeat}"
+                measured = fn(copy.deepcopy(model), tokenizer, prompts, args, out)
+                for acc, values in zip(results[label], measured):
+                    acc.extend(values)
+
+    params = sum(p.numel() for p in model.parameters())
+    cpu = platform.processor() or platform.machine()
+    print(f"model: {name} ({params / 1e6:.2f}M params, float32) | device: {device}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu}")
+    print(
+        f"step: {args.prompts} prompts x G={args.G} = {args.prompts * args.G} "
+        f"completions of {args.length} tokens, micro-batch {args.micro_batch}, "
+        f"loss {args.loss_type}"
+    )
+    measured = args.steps * args.repeats
+    print(f"median of {measured} steps ({args.warmup} warm-up steps per run dropped)")
+    header = ("trainer", "s/step", "generate", "update", "tokens")
+    print("{:<10} {:>8} {:>9} {:>8} {:>7}".format(*header))
+    rows = {}
+    for label, (step, gen, lengths) in results.items():
+        s, g = _median(step), _median(gen)
+        u = _median([a - b for a, b in zip(step, gen)])
+        rows[label] = (s, g, u)
+        print(f"{label:<10} {s:>8.3f} {g:>9.3f} {u:>8.3f} {_median(lengths):>7.1f}")
+    (s0, g0, u0), (s1, g1, u1) = rows["grpo_lib"], rows["TRL 1.16"]
+    print(f"{'TRL/ours':<10} {s1 / s0:>7.2f}x {g1 / g0:>8.2f}x {u1 / u0:>7.2f}x")
+    print("(each column is its own median, so generate + update need not add up)")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
