@@ -21,6 +21,12 @@ def _pretrain(args: argparse.Namespace) -> None:
     pretrain_from_args(args)
 
 
+def _card(args: argparse.Namespace) -> None:
+    from .pretrain import write_model_card
+
+    write_model_card(args.path, eval_n=args.eval_n, seed=args.seed)
+
+
 def _eval(args: argparse.Namespace) -> None:
     from .evaluation import evaluate
     from .models import load_model_and_tokenizer
@@ -74,7 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="cpu or cuda (default: the profile's)")
     p.add_argument("--eval-n", type=int, default=500, help="held-out problems for the model card")
+    p.add_argument("--save-dtype", default="float32", choices=["float32", "bfloat16"])
     p.set_defaults(func=_pretrain)
+
+    p = sub.add_parser("card", help="evaluate a pretrained checkpoint and rewrite its model card")
+    p.add_argument("path")
+    p.add_argument("--eval-n", type=int, default=500)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_card)
 
     p = sub.add_parser("eval", help="evaluate a checkpoint with the harness")
     p.add_argument("--model", required=True, help="checkpoint folder or hub name")

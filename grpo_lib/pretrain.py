@@ -45,6 +45,7 @@ class PretrainConfig:
     device: str = "cpu"
     mix: CorpusMix = field(default_factory=CorpusMix)
     log_every: int = 25
+    save_dtype: str = "float32"  # dtype of the saved weights ("bfloat16" halves the file)
 
 
 SIZE_DEFAULTS = {
@@ -159,17 +160,22 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, eval_n: int = 500) -> Pat
         bar.close()
     wall = time.time() - t0
     model.eval()
+    if cfg.save_dtype != "float32":
+        model = model.to(getattr(torch, cfg.save_dtype))
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
 
-    table = None
-    if eval_n > 0:
-        from .evaluation import evaluate
+    (tmp / "pretrain_info.json").write_text(json.dumps(_run_info(cfg, model, n_params, texts, tokens_seen, wall, losses, device), indent=2))
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    print(f"wrote {out} ({n_params:,} parameters, {tokens_seen:,} tokens, {wall / 60:.1f} min "
+          f"on {_device_name(device)})")
+    write_model_card(out, eval_n=eval_n, seed=cfg.seed)
+    return out
 
-        table = evaluate(model, tokenizer, load_split("test"), n=eval_n, batch_size=128,
-                         num_samples=4, temperature=1.0, seed=cfg.seed)
-        table.to_csv(tmp / "eval.csv")
-    info = {
+
+def _run_info(cfg, model, n_params, texts, tokens_seen, wall, losses, device) -> dict:
+    return {
         "size": cfg.size, "parameters": n_params, "steps": cfg.steps, "batch_size": cfg.batch_size,
         "documents": len(texts), "tokens_seen": tokens_seen, "wall_time_s": round(wall, 1),
         "device": _device_name(device), "torch_threads": torch.get_num_threads(),
@@ -180,14 +186,41 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, eval_n: int = 500) -> Pat
                          if k in ("hidden_size", "intermediate_size", "num_hidden_layers",
                                   "num_attention_heads", "num_key_value_heads", "vocab_size")},
     }
-    (tmp / "pretrain_info.json").write_text(json.dumps(info, indent=2))
-    (tmp / "README.md").write_text(_model_card(info, table, out))
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
-    print(f"wrote {out} ({n_params:,} parameters, {tokens_seen:,} tokens, {wall / 60:.1f} min "
-          f"on {info['device']}, final loss {info['final_loss_mean_last_50']})")
-    if table is not None:
+
+
+def write_model_card(out_dir: str | Path, eval_n: int = 500, seed: int = 0,
+                     device: str | None = None) -> Path:
+    """Evaluate a pretrained checkpoint with the harness and (re)write its ``README.md``.
+
+    Reads ``pretrain_info.json`` from the folder; ``eval_n`` held-out problems, greedy and
+    4 samples per prompt at temperature 1; the table is also saved as ``eval.csv``.
+    """
+    from .evaluation import evaluate
+    from .models import load_model_and_tokenizer
+
+    out = Path(out_dir)
+    info_path = out / "pretrain_info.json"
+    if not info_path.exists():
+        raise FileNotFoundError(f"{info_path} is missing: is {out} a folder written by "
+                                f"`python -m grpo_lib pretrain`?")
+    info = json.loads(info_path.read_text())
+    table = None
+    if eval_n > 0:
+        dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        model, tokenizer = load_model_and_tokenizer(out, device=dev)
+        t0 = time.time()
+        table = evaluate(model, tokenizer, load_split("test"), n=eval_n, batch_size=128,
+                         num_samples=4, temperature=1.0, seed=seed)
+        table.to_csv(out / "eval.csv")
+        info["eval_device"] = _device_name(torch.device(dev))
+        info["eval_wall_time_s"] = round(time.time() - t0, 1)
+        info_path.write_text(json.dumps(info, indent=2))
         print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    elif (out / "eval.csv").exists():  # keep the last evaluation
+        import pandas as pd
+
+        table = pd.read_csv(out / "eval.csv", index_col=0)
+    (out / "README.md").write_text(_model_card(info, table, out))
     return out
 
 
@@ -211,7 +244,8 @@ def _model_card(info: dict, table, out: Path) -> str:
         "```bash",
         f"python -m grpo_lib pretrain --size {info['size']} --steps {info['steps']} "
         f"--batch-size {info['batch_size']} --lr {info['config']['lr']} "
-        f"--seed {info['config']['seed']} --out {rel}",
+        f"--seed {info['config']['seed']} --save-dtype {info['config'].get('save_dtype', 'float32')} "
+        f"--device {info['config']['device']} --out {rel}",
         "```",
         "",
         "| what | value |", "| --- | --- |",
@@ -228,7 +262,9 @@ def _model_card(info: dict, table, out: Path) -> str:
         "```json", json.dumps(info["corpus_mix"], indent=1), "```", "",
     ]
     if table is not None:
-        lines += ["Evaluation (`grpo_lib.evaluate`, held-out `data/arithmetic/test.jsonl`):", "",
+        lines += [f"Evaluation (`grpo_lib.evaluate`, the first {int(table['n'].iloc[0])} problems of "
+                  f"held-out `data/arithmetic/test.jsonl`, on {info.get('eval_device', '?')}; "
+                  f"`python -m grpo_lib card {rel}`):", "",
                   table.to_markdown(floatfmt=".3f") if _has_tabulate() else
                   "```\n" + table.to_string(float_format=lambda v: f"{v:.3f}") + "\n```", ""]
     lines += ["Load offline:", "", "```python",
@@ -258,6 +294,7 @@ def pretrain_from_args(args) -> Path:
         lr=args.lr or defaults["lr"],
         seed=args.seed,
         device=args.device or profile().device,
+        save_dtype=args.save_dtype,
     )
     if cfg.steps < 1 or cfg.batch_size < 1 or cfg.lr <= 0:
         raise ValueError(f"steps, batch size and lr must be positive, got {cfg.steps}, "
