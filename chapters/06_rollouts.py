@@ -47,7 +47,9 @@ import time
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+import transformers
 from IPython.display import display
+from tqdm.auto import tqdm
 
 from grpo_lib.advantages import group_advantages
 from grpo_lib.display import show_source
@@ -65,6 +67,7 @@ pd.set_option("display.precision", 3)
 pd.set_option("display.max_colwidth", 90)
 torch.set_printoptions(precision=3, sci_mode=False)
 
+transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar
 MODEL_DIR = DATA_DIR.parent / "models" / "tiny-qwen2-base"
 model, tok = load_model_and_tokenizer(MODEL_DIR, device=P.device)
 print(f"{MODEL_DIR.name}: {sum(p.numel() for p in model.parameters()):,} parameters "
@@ -207,7 +210,7 @@ pd.DataFrame(rows, index=[f"z = {v:g}" for v in z[0].tolist()]).T.round(4)
 # every advantage is 0.
 
 # %%
-n_prompts = P.pick(smoke=4, cpu=24, gpu=64)
+n_prompts = P.pick(smoke=4, cpu=16, gpu=64)
 G_SWEEP = P.pick(smoke=4, cpu=8, gpu=16)
 test = load_task_split("arithmetic", "test").select(range(n_prompts))
 
@@ -227,11 +230,14 @@ def sweep_point(temperature: float, top_p: float) -> dict:
             .mean().item()}
 
 
+# 9 settings: about a minute on a laptop CPU (cpu profile), seconds on a GPU
 start = time.perf_counter()
 temps = [0.0, 0.3, 0.6, 1.0, 1.3]
 top_ps = [0.3, 0.6, 0.9, 1.0]
-sweep_t = pd.DataFrame([sweep_point(t, 1.0) for t in temps])
-sweep_p = pd.DataFrame([sweep_point(1.0, p) for p in top_ps])
+settings = [(t, 1.0) for t in temps] + [(1.0, p) for p in top_ps]
+points = [sweep_point(t, p) for t, p in tqdm(settings, desc="sweep", leave=False)]
+sweep_t = pd.DataFrame(points[:len(temps)])
+sweep_p = pd.DataFrame(points[len(temps):])
 sweep_seconds = time.perf_counter() - start
 
 # %%
@@ -261,11 +267,14 @@ plt.show()
 # %%
 # NBVAL_IGNORE_OUTPUT
 cold, hot = sweep_t.iloc[0], sweep_t[sweep_t.temperature == 1.0].iloc[0]
+best = sweep_t.loc[sweep_t.reward.idxmax()]
 print(f"greedy (T = 0): {cold.zero_std_groups:.0%} zero-variance groups, "
-      f"answer entropy {cold.answer_entropy:.2f} bits")
+      f"answer entropy {cold.answer_entropy:.2f} bits, mean reward {cold.reward:.3f}")
 print(f"T = 1:          {hot.zero_std_groups:.0%} zero-variance groups, "
-      f"answer entropy {hot.answer_entropy:.2f} bits, "
-      f"mean reward {hot.reward:.3f} (greedy {cold.reward:.3f})")
+      f"answer entropy {hot.answer_entropy:.2f} bits, mean reward {hot.reward:.3f}")
+print(f"highest mean reward of the temperature sweep: T = {best.temperature:g} "
+      f"({best.reward:.3f}); at the hottest, T = {temps[-1]:g}: "
+      f"{sweep_t.reward.iloc[-1]:.3f}")
 
 # %% [markdown]
 # What to notice:
@@ -274,8 +283,11 @@ print(f"T = 1:          {hot.zero_std_groups:.0%} zero-variance groups, "
 #   zero reward variance: greedy rollouts give GRPO nothing to learn from. Raising the
 #   temperature or top-p spreads the answers (higher entropy) and turns more groups into
 #   useful ones.
-# - More diversity is not free: the hottest settings also sample more broken text, and
-#   the mean reward falls. RL recipes sample at or near $T = 1$ without a nucleus
+# - More diversity is not free. The mean reward is not monotone in $T$: the printed
+#   lines compare greedy, $T = 1$, the best temperature and the hottest one. Sampling
+#   can beat greedy on average (the base model's most likely path is often its designed
+#   left-to-right mistake), but past some temperature the samples get sloppier and
+#   truncated more often. RL recipes sample at or near $T = 1$ without a nucleus
 #   cut-off (TRL's defaults are `temperature=1.0`, `top_p=1.0`) because the log-probs
 #   used in the loss are those of the untempered policy; chapter 4's `sequence_logprobs`
 #   takes the same `temperature` for when you do change it.
@@ -289,20 +301,25 @@ print(f"T = 1:          {hot.zero_std_groups:.0%} zero-variance groups, "
 # tokens up to **and including** that token: the model has to learn to stop, so the
 # stop token's log-probability is trained like any other. A row that never writes one
 # before `max_new_tokens` is **truncated**: `finished` is False and its text is cut off
-# mid-thought. With a short budget we see both kinds in one group:
+# mid-thought. The same prompt and seed as in 6.2, with a budget that the longest
+# completions of that group exceed, shows both kinds in one group:
 
 # %%
+lengths_g = rollout.completion_lengths
+budget = (int(lengths_g.median()) + int(lengths_g.max())) // 2  # cuts the longest rows
+budget = max(4, min(budget, int(lengths_g.max()) - 1))
 short = generate(model, tok, [chat_prompt("2 + 3 * 4")], num_generations=G,
-                 max_new_tokens=24, temperature=1.0, seed=0)
+                 max_new_tokens=budget, temperature=1.0, seed=0)
 done_rows = short.finished.nonzero().flatten().tolist()
 cut_rows = (~short.finished).nonzero().flatten().tolist()
-print(f"budget 24 tokens: {len(done_rows)} finished, {len(cut_rows)} truncated")
+print(f"budget {budget} tokens (between the median and the longest length in 6.2): "
+      f"{len(done_rows)} finished, {len(cut_rows)} truncated")
 
 
-def show_row(r, i, last=8):
-    """The last tokens of row i with their ids and mask values."""
-    n = r.completion_ids.shape[1]
-    cols = range(max(0, n - last), n)
+def show_row(r, i, width=8):
+    """Row i's last tokens (and two columns after its end) with ids and mask values."""
+    end = min(r.completion_ids.shape[1], int(r.completion_lengths[i]) + 2)
+    cols = range(max(0, end - width), end)
     return pd.DataFrame({
         "token": tok.convert_ids_to_tokens(r.completion_ids[i, list(cols)].tolist()),
         "id": r.completion_ids[i, list(cols)].tolist(),
@@ -319,9 +336,10 @@ for i in (done_rows[:1] + cut_rows[:1]):
 
 # %% [markdown]
 # In the finished row the mask ends with a 1 on the stop token and the padding after it
-# is 0. The truncated row has 1s up to the last column and no stop token, and its text
-# usually has no `<answer>` yet, so it scores 0 whether or not its reasoning was
-# heading somewhere good. Two things follow for training. The budget is a
+# is 0. The truncated row has 1s up to the last column and no stop token. When the
+# budget runs out before `</answer>`, the row scores 0 however good its reasoning was;
+# even a row cut just before its stop token counts as truncated. Two things follow for
+# training. The budget is a
 # hyper-parameter with a bias: long, careful answers are cut more often, so a tight
 # budget pushes the model towards short answers. And trainers offer to leave truncated
 # rows out of the loss (TRL's `mask_truncated_completions`, DAPO's overlong filtering
@@ -499,9 +517,13 @@ print(f"transformers generate: {tokens / t_hf:>9,.0f} tokens/s")
 print(f"ratio (sampler / generate): {t_hf / t_ours:.2f}")
 
 # %% [markdown]
-# The two loops do the same work with the same model code, so they run at about the
-# same speed; the ratio moves by tens of percent from run to run on a shared machine.
-# Neither is fast in absolute terms: every step launches one small forward pass per
+# Both loops call the same model code for the forward passes; what differs is the work
+# around them at each step (`generate` runs logits processors, stopping criteria and
+# cache bookkeeping that a fixed-purpose loop does not need). With a model this small
+# that per-step overhead is a large share of the time, so the ratio depends on the
+# device and on how busy it is: on a CPU shared with other jobs, every extra small
+# operator waits for its threads. `benchmarks/README.md` records measured runs with the
+# command for each. Neither loop is fast in absolute terms: every step launches one small forward pass per
 # token, and on a GPU most of that time is Python and kernel-launch overhead, not
 # arithmetic. Chapter 19 removes that overhead with a static cache and CUDA graphs and
 # measures against the hardware's limit.
