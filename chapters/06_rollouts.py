@@ -202,7 +202,9 @@ pd.DataFrame(rows, index=[f"z = {v:g}" for v in z[0].tolist()]).T.round(4)
 # %% [markdown]
 # At $T = 1$ the first token already holds more than half of the mass, so
 # `top_p = 0.5` keeps it alone (sampling becomes greedy), while `top_p = 0.9` keeps the
-# first three tokens and renormalises them. Now the real model: `n_prompts` test problems, $G$ samples each, at several
+# first three tokens and renormalises them.
+#
+# Now the real model: `n_prompts` test problems, $G$ samples each, at several
 # temperatures (top-p 1) and several top-p values ($T = 1$). For each setting we
 # measure diversity (distinct completions per group, answer entropy), the reward
 # (mean, and the standard deviation *within* a group, which is what GRPO divides by),
@@ -428,8 +430,9 @@ print("identical tokens with and without the cache:", same_tokens)
 # %%
 # NBVAL_IGNORE_OUTPUT
 fig, ax = plt.subplots(figsize=(5, 3.2))
-ax.plot(cache_table["new tokens"], cache_table["with cache (s)"], "o-", label="with cache")
-ax.plot(cache_table["new tokens"], cache_table["without (s)"], "s--", label="without")
+x = cache_table["new tokens"]
+ax.plot(x, cache_table["with cache (s)"], "o-", label="with cache")
+ax.plot(x, cache_table["without (s)"], "s--", label="without")
 ax.set_xlabel("new tokens per row")
 ax.set_ylabel("seconds (8 rows)")
 ax.set_title(f"KV cache on {P.device}", fontsize=10)
@@ -448,9 +451,10 @@ cache_table
 #
 # ## 6.6 The sampler against `model.generate`
 #
-# `transformers` ships its own decoding loop, `model.generate`. The book's sampler exists
-# to be read, but it has to be right and not slow. Right: greedy decoding must produce
-# the same tokens as `model.generate(do_sample=False)` on the same left-padded prompts.
+# `transformers` ships its own decoding loop, `model.generate`. The book's sampler
+# exists to be read, but it has to be right and not slow. Right: greedy decoding must
+# produce the same tokens as `model.generate(do_sample=False)` on the same left-padded
+# prompts.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -460,7 +464,8 @@ enc = tok(check.prompts, return_tensors="pt", padding=True, add_special_tokens=F
 enc = {k: v.to(P.device) for k, v in enc.items()}
 with torch.inference_mode():
     ref = model.generate(**enc, do_sample=False, max_new_tokens=MAX_NEW,
-                         eos_token_id=stop_token_ids(tok), pad_token_id=tok.pad_token_id)
+                         eos_token_id=stop_token_ids(tok),
+                         pad_token_id=tok.pad_token_id)
 ref = ref[:, enc["input_ids"].shape[1]:]
 print("same prompt tokens:", torch.equal(enc["input_ids"], check.prompt_ids))
 print("same completion tokens:", torch.equal(ref, check.completion_ids))
@@ -523,10 +528,10 @@ print(f"ratio (sampler / generate): {t_hf / t_ours:.2f}")
 # that per-step overhead is a large share of the time, so the ratio depends on the
 # device and on how busy it is: on a CPU shared with other jobs, every extra small
 # operator waits for its threads. `benchmarks/README.md` records measured runs with the
-# command for each. Neither loop is fast in absolute terms: every step launches one small forward pass per
-# token, and on a GPU most of that time is Python and kernel-launch overhead, not
-# arithmetic. Chapter 19 removes that overhead with a static cache and CUDA graphs and
-# measures against the hardware's limit.
+# command for each. Neither loop is fast in absolute terms: every step launches one
+# small forward pass per token, and on a GPU most of that time is Python and
+# kernel-launch overhead, not arithmetic. Chapter 19 removes that overhead with a
+# static cache and CUDA graphs and measures against the hardware's limit.
 #
 # ## Summary
 #
@@ -580,7 +585,8 @@ try:
     check_completion_mask(my_completion_mask)
 except NotImplementedError:
     print("Not implemented yet: is_stop = torch.isin(ids, stop_ids); count the stops "
-          "strictly before each column with a cumulative sum; keep columns where it is 0.")
+          "strictly before each column with a cumulative sum; keep columns where it "
+          "is 0.")
 
 # %% [markdown]
 # **6.3 — Think.** (a) In the sweep of 6.3, why is the share of zero-variance groups

@@ -136,8 +136,8 @@ def tokenize_prompts(
         ids = tokenizer(text, add_special_tokens=isinstance(prompt, str))["input_ids"]
         if len(ids) == 0:
             raise ValueError(
-                f"Prompt {text!r} tokenises to zero tokens; the model needs at least one "
-                "token to condition on."
+                f"Prompt {text!r} tokenises to zero tokens; the model needs at least "
+                "one token to condition on."
             )
         rows.append(ids)
     width = max(len(r) for r in rows)
@@ -163,7 +163,7 @@ def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
     ``logits``: ``[B, V]`` (already divided by the temperature). Returns ``[B, V]``.
     """
     if not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}. Use 1.0 to disable it.")
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}; 1.0 disables it.")
     if top_p >= 1.0:
         return logits
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # [B, V]
@@ -185,7 +185,8 @@ def next_token(
 
     Greedy (``do_sample=False`` or ``temperature == 0``): :math:`\arg\max_v z_v`.
     Sampling: :math:`y \sim \mathrm{softmax}(z / T)` restricted to the top-p nucleus
-    (:func:`top_p_filter`). Lower :math:`T` sharpens the distribution, higher flattens it.
+    (:func:`top_p_filter`). Lower :math:`T` sharpens the distribution, higher
+    flattens it.
     """
     logits = logits.float()  # [B, V] softmax in float32 even for bf16 models
     if not do_sample or temperature == 0:
@@ -221,7 +222,7 @@ def _check_arguments(prompts, num_generations, max_new_tokens, temperature, top_
             "Use 0 (or do_sample=False) for greedy decoding."
         )
     if not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}. Use 1.0 to disable it.")
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}; 1.0 disables it.")
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(
             f"batch_size must be None (all rows at once) or an integer >= 1, got "
@@ -249,7 +250,7 @@ def decode_batch(model, ids, mask, *, max_new_tokens, temperature, top_p, do_sam
     stop = torch.tensor(stop_ids, device=device)  # [S]
     finished = torch.zeros(rows, dtype=torch.bool, device=device)  # [b]
     tokens, alive = [], []  # max_new_tokens x [b]
-    positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)  # [b, P] 0 at the first real token
+    positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)  # [b, P] 0 at the first token
     cache = DynamicCache(config=model.config) if use_cache else None
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions,
                 past_key_values=cache, use_cache=use_cache)  # prefill
