@@ -46,7 +46,8 @@ def load(args):
     if args.model or DEFAULT_MODEL.exists():
         path = args.model or str(DEFAULT_MODEL)
         model, tok = load_model_and_tokenizer(path, device=args.device, dtype=dtype)
-        return model, tok, path
+        name = args.model or str(DEFAULT_MODEL.relative_to(ROOT))
+        return model, tok, name
     tok = build_tokenizer()
     model = random_model(tok, size="tiny", seed=0).to(args.device)
     if dtype is not None:
@@ -74,11 +75,14 @@ def run_hf(model, tok, prompts, args) -> float:
     start = time.perf_counter()
     texts = [tok.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
              for p in prompts]
+    # generate refuses num_return_sequences > 1 for greedy: repeat the rows instead
+    repeat = args.G if args.greedy else 1
+    texts = [t for t in texts for _ in range(repeat)]
     enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     enc = {k: v.to(args.device) for k, v in enc.items()}
     with torch.inference_mode():
         out = model.generate(
-            **enc, num_return_sequences=args.G, do_sample=not args.greedy,
+            **enc, num_return_sequences=args.G // repeat, do_sample=not args.greedy,
             temperature=1.0, top_p=1.0, top_k=0,
             max_new_tokens=args.max_new_tokens, min_new_tokens=args.max_new_tokens,
             eos_token_id=stop_token_ids(tok), pad_token_id=tok.pad_token_id)

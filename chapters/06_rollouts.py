@@ -232,7 +232,7 @@ def sweep_point(temperature: float, top_p: float) -> dict:
             .mean().item()}
 
 
-# 9 settings: about a minute on a laptop CPU (cpu profile), seconds on a GPU
+# 9 settings: seconds to a minute on a laptop CPU (cpu profile), seconds on a GPU
 start = time.perf_counter()
 temps = [0.0, 0.3, 0.6, 1.0, 1.3]
 top_ps = [0.3, 0.6, 0.9, 1.0]
