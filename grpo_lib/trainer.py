@@ -47,6 +47,7 @@ import shutil
 import signal
 import threading
 import time
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -361,7 +362,27 @@ class GRPOConfig:
                 f"Unknown GRPOConfig field(s): {', '.join(hints)}. Known fields: "
                 f"{', '.join(sorted(known))}."
             )
-        return cls(**values)
+        return cls(**{k: _coerce(k, v, cls) for k, v in values.items()})
+
+
+def _coerce(name: str, value: Any, cls: type) -> Any:
+    """Turn YAML strings into the field's number type (YAML reads ``1e-3`` as a string)."""
+    hint = typing.get_type_hints(cls)[name]
+    hint = getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint)
+    if not isinstance(value, str) or "str" in hint:
+        return value
+    for kind in (int, float):
+        if kind.__name__ in hint:
+            try:
+                return kind(value) if kind is float else int(float(value))
+            except ValueError:
+                pass
+    default = getattr(cls(), name)
+    example = f", e.g. {name}={default}" if isinstance(default, (int, float)) else ""
+    raise ValueError(
+        f"{name}={value!r}: expected {hint.replace('typing.', '')}, got text. "
+        f"Write a number{example}."
+    )
 
 
 # ======================================================================================
@@ -1275,7 +1296,7 @@ class GRPOTrainer:
     @staticmethod
     def _summary_line(m: dict) -> str:
         return (
-            f"step {m['step']:>4} | reward {m['reward']:.3f} | "
+            f"step {int(m['step']):>4} | reward {m['reward']:.3f} | "
             f"acc {m['accuracy']:.2f} | fmt {m['format_rate']:.2f} | "
             f"len {m['completion_length']:.1f} | "
             f"ent {m['entropy']:.2f} | gen {m['time_generate']:.1f}s "

@@ -116,7 +116,10 @@ def test_every_field_has_a_docstring():
 def test_load_config_overrides_and_unknown_keys(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("num_generations: 4\nloss_type: dapo\nreward_weights: [1.0, 0.1]\n")
-    config = load_config(path, ["max_steps=7", "beta=0.04", "epsilon_high=0.28"])
+    config = load_config(
+        path, ["max_steps=7", "beta=0.04", "epsilon_high=0.28", "learning_rate=1e-3"]
+    )
+    assert config.learning_rate == 0.001  # YAML 1.1 reads 1e-3 as text; coerced
     assert (config.num_generations, config.loss_type, config.max_steps) == (
         4,
         "dapo",
@@ -129,6 +132,8 @@ def test_load_config_overrides_and_unknown_keys(tmp_path):
     )
     with pytest.raises(ValueError, match="did you mean 'num_generations'"):
         load_config(path, ["num_generation=4"])
+    with pytest.raises(ValueError, match="beta='a lot': expected float"):
+        load_config(path, ["beta=a lot"])
 
 
 def test_lr_schedule_by_hand():
