@@ -22,8 +22,7 @@ def show_source(obj: Callable | type | Any, *, docstring: bool = True) -> None:
     source = textwrap.dedent("".join(lines))
     if not docstring:
         source = _strip_docstring(source)
-    rel = path.split("grpo_lib", 1)[-1] if "grpo_lib" in path else path
-    header = f"# grpo_lib{rel}, line {start}"
+    header = f"# {_display_path(path)}, line {start}"
     try:
         from IPython import get_ipython
         from IPython.display import Markdown, display
@@ -35,6 +34,21 @@ def show_source(obj: Callable | type | Any, *, docstring: bool = True) -> None:
         pass
     print(header)
     print(source)
+
+
+def _display_path(path: str) -> str:
+    """``grpo_lib/advantages.py`` for package files, the path relative to the cwd otherwise."""
+    import os
+    from pathlib import Path
+
+    file = Path(path).resolve()
+    package_root = Path(__file__).resolve().parent.parent  # the folder holding grpo_lib/
+    for root in (package_root, Path.cwd()):
+        try:
+            return file.relative_to(root).as_posix()
+        except ValueError:
+            continue
+    return os.path.basename(path)
 
 
 def _strip_docstring(source: str) -> str:
