@@ -1,0 +1,171 @@
+"""Tests for the arithmetic task, the corpus, the tokenizer, models and pretraining."""
+import json
+import random
+import re
+
+import pytest
+import torch
+
+from grpo_lib.corpus import BEHAVIOURS, CorpusMix, render_response, sample_documents
+from grpo_lib.exercises import check_left_to_right, check_precedence_matters
+from grpo_lib.models import (build_tokenizer, count_parameters, load_model_and_tokenizer,
+                             random_model, stop_token_ids)
+from grpo_lib.tasks import load_task_split
+from grpo_lib.tasks.arithmetic import (Difficulty, evaluate_expression, make_problems,
+                                       read_rows, solve_steps, tokenize_expression)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
+
+
+@pytest.mark.parametrize("question,correct,ltr", [
+    ("2 + 3 * 4", 14, 20), ("(2 + 3) * 4", 20, 20), ("9 - 2 * 3", 3, 21),
+    ("8 * (1 + 2) - 5", 19, 19), ("7 - 3 - 2", 2, 2), ("2 * 3 + 4 * 5", 26, 50),
+])
+def test_evaluation_orders(question, correct, ltr):
+    assert evaluate_expression(question) == correct
+    assert evaluate_expression(question, precedence=False) == ltr
+
+
+def test_solve_steps_reduce_one_operation_at_a_time():
+    assert solve_steps("2 + 3 * 4") == [(3, "*", 4, 12, "2 + 12"), (2, "+", 12, 14, "14")]
+    assert solve_steps("(2 + 3) * 4")[0] == (2, "+", 3, 5, "5 * 4")
+
+
+def test_bad_expressions_raise_clear_errors():
+    with pytest.raises(ValueError, match="unexpected character"):
+        tokenize_expression("2 + x")
+    with pytest.raises(ValueError, match="unbalanced"):
+        solve_steps("(2 + 3")
+    with pytest.raises(ValueError, match="min_operands"):
+        Difficulty(min_operands=5, max_operands=3)
+
+
+def test_problems_respect_difficulty_and_are_distinct():
+    d = Difficulty(max_value=50)
+    problems = make_problems(300, seed=1, difficulty=d)
+    assert len({p.question for p in problems}) == 300
+    for p in problems:
+        assert p.answer == evaluate_expression(p.question)
+        assert p.precedence_matters == (p.answer != evaluate_expression(p.question, False))
+        for prec in (True, False):
+            assert all(0 <= s[3] <= 50 for s in solve_steps(p.question, prec))
+
+
+def test_committed_splits_do_not_overlap():
+    train, test = read_rows("train"), read_rows("test")
+    assert len(train) == 20000 and len(test) == 1000
+    assert not {r["question"] for r in train} & {r["question"] for r in test}
+    ds = load_task_split("arithmetic", "test")
+    assert ds[0]["prompt"] == [{"role": "user", "content": f"What is {ds[0]['question']}?"}]
+    with pytest.raises(ValueError, match="unknown task"):
+        load_task_split("chess")
+    with pytest.raises(FileNotFoundError, match="make-data"):
+        read_rows("validation")
+
+
+def test_every_behaviour_renders_what_it_claims():
+    p = next(p for p in make_problems(100, seed=3) if p.precedence_matters)
+    rng = random.Random(0)
+    texts = {b: render_response(p, b, rng) for b in BEHAVIOURS}
+    assert texts["correct"].endswith(f"<answer> {p.answer} </answer>")
+    ltr = evaluate_expression(p.question, False)
+    assert texts["left_to_right"].endswith(f"<answer> {ltr} </answer>")
+    assert "<think>" not in texts["no_think"] and "<answer>" in texts["no_think"]
+    assert "<" not in texts["no_tags"] and texts["no_tags"].endswith(f"{p.answer}.")
+    assert "</think>" not in texts["unclosed_think"]
+    assert re.search(r"[\u4e00-\u9fff]", texts["chinese_words"])
+    assert "Wait" in texts["self_correction"] and texts["self_correction"].endswith(
+        f"<answer> {p.answer} </answer>")
+    with pytest.raises(ValueError, match="unknown behaviour"):
+        render_response(p, "sarcasm", rng)
+
+
+def test_corpus_mix_validates_and_triggers_fire():
+    with pytest.raises(ValueError, match="probability"):
+        CorpusMix(ltr_rate=1.5)
+    problems = make_problems(500, seed=4)
+    docs = sample_documents(problems, 4000, seed=0)
+    counts = {b: sum(d["behaviour"] == b for d in docs) for b in BEHAVIOURS + ("chat",)}
+    assert all(counts[b] > 0 for b in counts), counts
+    with pytest.raises(ValueError, match="at least one problem"):
+        sample_documents([], 3)
+
+
+def test_tokenizer_round_trips_and_splits_digits(tok):
+    for text in ["What is 123 + 45?", "<think> 首先 3 * 4 = 12 </think> <answer> 14 </answer>",
+                 "émoji 🙂 and tabs\t", ""]:
+        assert tok.decode(tok(text)["input_ids"]) == text
+    pieces = [tok.decode([i]) for i in tok("9876")["input_ids"]]
+    assert pieces == ["9", "8", "7", "6"]
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
+    assert tok.padding_side == "left"
+    rendered = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False,
+                                       add_generation_prompt=True)
+    assert rendered == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert stop_token_ids(tok) == [tok.convert_tokens_to_ids("<|im_end|>"),
+                                   tok.convert_tokens_to_ids("<|endoftext|>")]
+    with pytest.raises(ValueError, match="vocab_size"):
+        build_tokenizer(100)
+
+
+def test_random_model_sizes(tok):
+    m = random_model(tok, "micro")
+    assert m.config.vocab_size == len(tok) and count_parameters(m) < 100_000
+    with pytest.raises(ValueError, match="unknown model size"):
+        random_model(tok, "huge")
+
+
+def test_committed_checkpoints_load_offline_with_auto_classes(monkeypatch):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name, max_params in [("tiny", 5_000_000), ("small", 50_000_000)]:
+        path = f"data/models/{name}-qwen2-base"
+        model = AutoModelForCausalLM.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        assert type(model).__name__ == "Qwen2ForCausalLM"
+        assert count_parameters(model) <= max_params
+        info = json.load(open(f"{path}/pretrain_info.json"))
+        assert info["parameters"] == count_parameters(model)
+        ids = tokenizer("What is 2 + 3 * 4?", return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            assert torch.isfinite(model(ids).logits).all()
+    with pytest.raises(FileNotFoundError, match="pretrain"):
+        load_model_and_tokenizer("data/models/no-such-model")
+
+
+def test_tiny_base_model_meets_its_design_bounds():
+    """The committed card's numbers (made by `python -m grpo_lib card`)."""
+    import pandas as pd
+
+    table = pd.read_csv("data/models/tiny-qwen2-base/eval.csv", index_col=0)
+    greedy = table.loc["greedy"]
+    assert greedy["n"] >= 500
+    assert 0.25 < greedy["strict_acc"] < 0.75
+    assert 1 - greedy["format_rate"] >= 0.10
+    assert greedy["lang_mix_rate"] >= 0.10
+
+
+def test_pretraining_runs_and_writes_a_loadable_checkpoint(tmp_path):
+    from grpo_lib.pretrain import PretrainConfig, lr_at, pretrain
+
+    cfg = PretrainConfig(size="micro", steps=4, batch_size=4, log_every=1)
+    assert lr_at(0, cfg) == pytest.approx(cfg.lr)  # warm-up of one step
+    out = pretrain(cfg, tmp_path / "m", eval_n=0)
+    model, tok = load_model_and_tokenizer(out)
+    assert (out / "README.md").read_text().startswith("# m")
+    assert len(open(out / "pretrain_log.csv").read().splitlines()) == 5
+    assert not (tmp_path / "m.tmp").exists()
+
+
+def test_exercise_checkers_accept_the_solution_and_reject_the_mistake():
+    assert check_left_to_right(lambda q: evaluate_expression(q, precedence=False))
+    with pytest.raises(AssertionError, match="correct"):
+        check_left_to_right(lambda q: evaluate_expression(q, precedence=True))
+    assert check_precedence_matters(
+        lambda q: evaluate_expression(q) != evaluate_expression(q, False))
+    with pytest.raises(AssertionError, match="expected"):
+        check_precedence_matters(lambda q: "*" in q)
