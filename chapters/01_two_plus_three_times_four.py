@@ -457,6 +457,48 @@ from grpo_lib.widgets import advantage_table  # noqa: E402
 advantage_table(rewards, labels=labels)
 
 # %% [markdown]
+# ## A live group from the book's base model
+#
+# The four outputs above were written by hand. Here is the same step on outputs *sampled*
+# from the book's base model (`data/models/tiny-qwen2-base`, pretrained in chapter 5):
+# a group of $G = 8$ completions for the same question, at temperature 1, scored by the
+# same reward function and turned into advantages by the same `group_advantages` call.
+# The numbers change with the random seed; the mechanics do not.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from pathlib import Path  # noqa: E402
+
+import transformers  # noqa: E402
+
+from grpo_lib.models import load_model_and_tokenizer  # noqa: E402
+from grpo_lib.sampling import generate  # noqa: E402
+from grpo_lib.tasks.arithmetic import chat_prompt  # noqa: E402
+
+transformers.utils.logging.disable_progress_bar()
+root = Path.cwd().parent if Path.cwd().name == "chapters" else Path.cwd()
+model, tokenizer = load_model_and_tokenizer(root / "data/models/tiny-qwen2-base",
+                                            device=P.device)
+G_live = 8
+rollout = generate(model, tokenizer, [chat_prompt("2 + 3 * 4")], num_generations=G_live,
+                   max_new_tokens=96, temperature=1.0, seed=0)
+live_rewards = reward_fn(rollout.texts, answer=["14"] * G_live)
+live_adv = group_advantages(live_rewards, G_live, std="sample")
+live = pd.DataFrame({"completion": rollout.texts, "reward": live_rewards,
+                     "advantage": live_adv.tolist()})
+with pd.option_context("display.max_colwidth", 90):
+    print(live.round(3).to_string())
+print(f"group mean {np.mean(live_rewards):.3f}, sample std "
+      f"{np.std(live_rewards, ddof=1):.3f}")
+
+# %% [markdown]
+# Completions that compute `3 * 4` first and keep the format get positive advantages;
+# the base model's planted left-to-right habit (`2 + 3 = 5`) and its format slips get
+# negative ones. If all eight happen to agree, every advantage is zero and this question
+# teaches nothing at this step — chapter 6 measures how often that happens, and chapter 7
+# runs thousands of these steps.
+
+# %% [markdown]
 # ## What to remember
 #
 # - GRPO needs no critic: the **group mean** is the baseline, so each output is judged

@@ -46,6 +46,7 @@ class PretrainConfig:
     mix: CorpusMix = field(default_factory=CorpusMix)
     log_every: int = 25
     save_dtype: str = "float32"  # dtype of the saved weights ("bfloat16" halves the file)
+    progress: bool = True  # tqdm bar; notebooks turn it off and print the log instead
 
 
 SIZE_DEFAULTS = {
@@ -133,7 +134,8 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, eval_n: int = 500) -> Pat
     with open(log_path, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["step", "loss", "lr", "tokens_seen", "elapsed_s"])
-        bar = tqdm(range(cfg.steps), desc=f"pretrain {cfg.size}", mininterval=2.0)
+        bar = tqdm(range(cfg.steps), desc=f"pretrain {cfg.size}", mininterval=2.0,
+                   disable=not cfg.progress)
         for step in bar:
             batch_texts = texts[step * cfg.batch_size:(step + 1) * cfg.batch_size]
             enc = tokenizer(batch_texts, return_tensors="pt", padding=True, padding_side="right")
