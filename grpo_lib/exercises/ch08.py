@@ -1,0 +1,123 @@
+"""Checkers for chapter 8 (loss variants). Solutions: book/solutions/ch08.md."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..advantages import group_advantages
+from ..losses import aggregate_bnpo, aggregate_dr_grpo, aggregate_grpo
+
+_AGGREGATES = {
+    "grpo": lambda x, m, L: aggregate_grpo(x, m),
+    "bnpo": lambda x, m, L: aggregate_bnpo(x, m),
+    "dr_grpo": aggregate_dr_grpo,
+}
+
+_AGGREGATE_HINTS = {
+    "grpo": (" grpo averages each completion over its own tokens, "
+             "(x * mask).sum(-1) / mask.sum(-1), then averages the B completions."),
+    "bnpo": (" bnpo is one token mean over the batch: (x * mask).sum() / mask.sum();"
+             " padded positions must not count."),
+    "dr_grpo": (" dr_grpo divides the token sum by the constant B * L_max, not by the "
+                "number of real tokens."),
+}
+
+
+def _aggregate_cases():
+    g = torch.Generator().manual_seed(8)
+    lengths = torch.tensor([4, 12, 1, 7])
+    mask = (torch.arange(16) < lengths[:, None]).float()  # [4, 16]
+    per_token = torch.randn(4, 16, generator=g)  # [4, 16]
+    per_token_padded = per_token.masked_fill(mask == 0, 100.0)  # junk in the padding
+    hand = torch.tensor([[1.0, 1.0, 0.0], [3.0, 0.0, 0.0]])  # [2, 3]
+    hand_mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    return [(hand, hand_mask, 3), (per_token, mask, 16), (per_token_padded, mask, 16),
+            (per_token, mask, 32)]
+
+
+def check_aggregate(fn) -> bool:
+    """Check ``fn(per_token_loss [B, T], mask [B, T], loss_type, max_completion_length)``.
+
+    ``loss_type`` is ``"grpo"``, ``"bnpo"`` or ``"dr_grpo"``; the result must equal
+    :func:`grpo_lib.losses.aggregate_grpo` / ``aggregate_bnpo`` / ``aggregate_dr_grpo``
+    on a hand-made batch (grpo 2, bnpo 5/3, dr_grpo 5/6), on random terms with junk
+    in the padding, and with a different ``L_max``.
+    """
+    for loss_type, reference in _AGGREGATES.items():
+        for x, mask, L in _aggregate_cases():
+            expected = reference(x, mask, L)
+            try:
+                got = fn(x.clone(), mask.clone(), loss_type, L)
+            except NotImplementedError:
+                raise
+            except Exception as err:  # noqa: BLE001 - report the learner's error
+                raise AssertionError(
+                    f"loss_type={loss_type!r}: your function raised "
+                    f"{type(err).__name__}: {err}") from None
+            got_value = float(got) if not isinstance(got, torch.Tensor) else (
+                got.item() if got.numel() == 1 else math.nan)
+            if isinstance(got, torch.Tensor) and got.numel() != 1:
+                raise AssertionError(
+                    f"loss_type={loss_type!r}: expected one number (a 0-d tensor), got "
+                    f"a tensor of shape {tuple(got.shape)}. Reduce over both the "
+                    f"batch and the token dimension.")
+            if not math.isclose(got_value, expected.item(), rel_tol=1e-5,
+                                abs_tol=1e-6):
+                raise AssertionError(
+                    f"loss_type={loss_type!r}, mask row sums "
+                    f"{mask.sum(-1).int().tolist()}, L_max={L}: expected "
+                    f"{expected.item():.6f}, got {got_value:.6f}."
+                    f"{_AGGREGATE_HINTS[loss_type]}")
+    print("check_aggregate: grpo, bnpo and dr_grpo agree with grpo_lib.losses "
+          "(hand-made batch, junk in the padding, two L_max).")
+    return True
+
+
+def reference_group_push(num_right: int, group_size: int, scale: str) -> float:
+    r"""Total advantage size of a binary-reward group, from ``group_advantages``.
+
+    .. math:: \sum_{i=1}^{G} |A_i|, \quad r = (1,\dots,1,0,\dots,0) \text{ with
+       } k \text{ ones}
+    """
+    rewards = [1.0] * num_right + [0.0] * (group_size - num_right)
+    return group_advantages(rewards, group_size, scale=scale).abs().sum().item()
+
+
+def check_group_push(fn) -> bool:
+    r"""Check ``fn(num_right, group_size, scale) -> float``: :math:`\sum_i |A_i|`.
+
+    For binary rewards with ``num_right`` ones out of ``group_size``, ``scale`` in
+    ``{"group", "none"}``, without calling ``group_advantages``: closed forms
+    :math:`2Gp(1-p)` (none) and :math:`2Gp(1-p)/(\sigma + 10^{-4})` with the sample
+    std :math:`\sigma = \sqrt{\tfrac{G}{G-1}p(1-p)}` (group). Known values: G = 8,
+    k = 4: 4.0 (none) and 7.482 (group); k = 0 or k = G: 0.
+    """
+    cases = [(k, G) for G in (2, 4, 8, 16) for k in range(0, G + 1)]
+    for scale in ("none", "group"):
+        for k, G in cases:
+            expected = reference_group_push(k, G, scale)
+            got = fn(k, G, scale)
+            try:
+                got = float(got)
+            except (TypeError, ValueError):
+                raise AssertionError(
+                    f"num_right={k}, group_size={G}, scale={scale!r}: expected a "
+                    f"number, got {got!r}.") from None
+            if math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-6):
+                continue
+            p = k / G
+            hint = ""
+            if scale == "group" and k not in (0, G):
+                pop = 2 * G * p * (1 - p) / (math.sqrt(p * (1 - p)) + 1e-4)
+                if math.isclose(got, pop, rel_tol=1e-3):
+                    hint = (" You used the population std (divide by G); TRL and "
+                            "group_advantages use the sample std (divide by G - 1).")
+            if k in (0, G) and got != 0:
+                hint = " A group whose rewards are all equal has every A_i = 0."
+            raise AssertionError(
+                f"num_right={k}, group_size={G}, scale={scale!r}: expected "
+                f"{expected:.6f}, got {got:.6f}.{hint}")
+    print("check_group_push: correct for G in (2, 4, 8, 16), every k, with and "
+          "without the std.")
+    return True
