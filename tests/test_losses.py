@@ -11,7 +11,6 @@ with the batch split into two accumulated micro-batches.
 
 from __future__ import annotations
 
-import itertools
 import math
 import warnings
 
