@@ -211,13 +211,15 @@ print(json.dumps(info["model_config"]))
 live = PretrainConfig(size=P.pick(smoke="micro", cpu="tiny", gpu="tiny"),
                       steps=P.pick(smoke=10, cpu=400, gpu=3000),
                       batch_size=P.pick(smoke=8, cpu=32, gpu=64),
-                      device=P.device, log_every=10)
+                      device=P.device, log_every=10, progress=False)
 live_dir = Path(tempfile.mkdtemp()) / "live-base"
 t0 = time.perf_counter()
 pretrain(live, live_dir, eval_n=0)
 live_seconds = time.perf_counter() - t0
 print(f"live pretraining: {live.steps} steps x {live.batch_size} documents in "
       f"{live_seconds:.0f} s on {P.device}")
+print(pd.read_csv(live_dir / "pretrain_log.csv").iloc[:: max(1, live.steps // 50)]
+      .to_string(index=False))
 
 # %%
 committed_log = pd.read_csv(BASE / "pretrain_log.csv")
