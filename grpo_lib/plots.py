@@ -72,7 +72,8 @@ def plot_run(
 ) -> Path:
     """Draw a run's training curves and save them as a PNG; return the saved path.
 
-    Panels (a panel whose columns are all missing says "not logged"): the mean reward and
+    Panels (a panel whose columns are all missing or empty — KL with ``beta = 0`` — says
+    "not logged"): the mean reward and
     each reward function's share (``reward/<name>`` columns); accuracy and format rate;
     mean and max completion length; the KL estimate to the reference model; the policy's
     entropy; the clipped-token fractions, truncated fraction and zero-std groups.
@@ -98,7 +99,9 @@ def plot_run(
               for t, y, cols in RUN_PANELS]
     fig, axes = plt.subplots(2, 3, figsize=(13, 6.5), constrained_layout=True)
     for ax, (panel_title, ylabel, columns) in zip(axes.flat, panels):
-        present = [(c, label) for c, label in columns if c in frame]
+        # a column that exists but holds no number (e.g. KL when beta = 0) is not drawn
+        present = [(c, label) for c, label in columns
+                   if c in frame and frame[c].notna().any()]
         ax.set_title(panel_title, fontsize=10)
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel, fontsize=9)
