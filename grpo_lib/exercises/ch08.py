@@ -37,7 +37,7 @@ def _aggregate_cases():
 
 
 def check_aggregate(fn) -> bool:
-    """Check ``fn(per_token_loss [B, T], mask [B, T], loss_type, max_completion_length)``.
+    """Check ``fn(per_token_loss [B, T], mask [B, T], loss_type, L_max) -> scalar``.
 
     ``loss_type`` is ``"grpo"``, ``"bnpo"`` or ``"dr_grpo"``; the result must equal
     :func:`grpo_lib.losses.aggregate_grpo` / ``aggregate_bnpo`` / ``aggregate_dr_grpo``
