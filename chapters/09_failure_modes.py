@@ -605,7 +605,8 @@ except NotImplementedError:
 # **9.3 — Think.** (a) A run with reward accuracy + 0.1 · format shows `reward`
 # rising from 0.6 to 0.7 while the held-out strict accuracy stays flat. Which
 # per-function columns tell you whether this is progress or a hack? (b) With
-# $\mu = 2$, the logged loss of a `grpo` run is no longer exactly 0 on the second pass. What sign do you
-# expect it to have, and why? (c) In 9.3, why would a batch of all-*hard* prompts
-# (every sample wrong) look the same in `zero_std_frac` as all-easy ones, and which
+# $\mu = 2$, the logged loss of a `grpo` run is no longer exactly 0 on the second
+# pass. What sign do you expect it to have, and why? (c) In 9.3, why would a batch of
+# all-*hard* prompts (every sample wrong) look the same in `zero_std_frac` as
+# all-easy ones, and which
 # other column tells the two apart?
