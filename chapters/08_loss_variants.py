@@ -512,9 +512,18 @@ print(f"- Mean logged loss: " + ", ".join(
 #   the longer completions of the step were the better or the worse ones; REINFORCE
 #   logs $-\frac1B \sum_i A_i \log \pi_\theta(o_i)$. Chapter 9 takes this apart.
 #
-# The length bias is a statement about where the gradient goes, and its effect on
-# lengths builds up over many steps; compare the right and wrong lengths in the table
-# above with the full-length runs of the `gpu` profile before drawing conclusions.
+# - **`bnpo` and `dapo` are the same run here**: every step is one micro-batch
+#   (`micro_batch_size` = the whole batch), so "token mean of the micro-batch" and
+#   "token mean of the step" coincide (section 8.3); they differ only with gradient
+#   accumulation.
+# - **Where the length went.** In the right/wrong table, the right answers keep about
+#   the base model's length in every variant; the wrong answers that remain are
+#   longer than the base model's wrong answers, and longest under `grpo`, which fits
+#   the length bias of 8.3: `grpo` pushes long wrong answers down the least per token.
+#   With a few dozen wrong answers per variant this is a hint, not a measurement; the
+#   bias acts on where the gradient goes, and its effect on lengths builds up over
+#   many steps, so compare with the full-length runs of the `gpu` profile before
+#   drawing conclusions.
 
 # %%
 shutil.rmtree(runs_dir, ignore_errors=True)  # the runs were only needed for this page
