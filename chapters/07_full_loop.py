@@ -28,8 +28,8 @@
 # inside `<answer>…</answer>`?). DeepSeek chose rules because a neural reward model
 # can be hacked during large-scale RL; on AIME 2024 their R1-Zero's pass@1 rose from
 # 15.6% to 71.0% during training (as reported in {cite}`deepseekai2025r1`). Here the
-# task is far smaller, but every step is the same, and the question is the same: does the
-# held-out accuracy go up, and what else changes?
+# task is far smaller, but every step is the same, and the question is the same: does
+# the held-out accuracy go up, and what else changes?
 #
 # One step of the loop, for a batch of prompts $q$:
 #
@@ -314,9 +314,11 @@ before
 # %% [markdown]
 # ## 7.4 The run
 #
-# 150 steps of 16 prompts $\times$ 8 completions on the CPU. Each step's metrics go to
-# `metrics.csv`; every 25 steps one group's completions go to `samples.jsonl` and a
-# one-line summary is printed. The cell measures the training time itself.
+# `max_steps` steps of `per_step_prompts` $\times$ `num_generations` completions, as
+# printed above. Each step's metrics go to `metrics.csv`; every `sample_every` steps
+# that step's completions go to `samples.jsonl` and a few of the first group's are
+# printed; every `print_every` steps a one-line summary is printed. The cell measures the training time itself; on this machine's CPU
+# (one torch thread, shared with other jobs) it takes minutes, on a GPU well under one.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -368,9 +370,10 @@ print(f"time per step: generation {m.time_generate.mean():.1f} s, update "
 # What to notice (the numbers are the ones printed above):
 #
 # - **Format is learned first.** The format reward is worth only 0.1, but it is the
-#   easiest thing to change: within the first steps most sampled completions close
-#   their tags, and the format rate stays near 1 from then on.
-# - **Accuracy follows more slowly.** The sampled accuracy climbs over the whole run;
+#   easiest thing to change: early in the run nearly every sampled completion closes
+#   its tags, and the format rate stays near 1 from then on.
+# - **Accuracy follows more slowly, and noisily**: each step sees a fresh batch of
+#   prompts, some harder than others, so the per-step accuracy jumps around its trend;
 #   the mistakes that remain are the ones the pretraining corpus taught (left-to-right
 #   evaluation), which need many groups where the right and the wrong order compete.
 # - **Zero-variance groups grow as the model improves.** When all $G$ completions of a
@@ -448,8 +451,8 @@ Config: `configs/r1_zero_arithmetic.yaml` with the overrides
   language mixing {before.loc['greedy'].lang_mix_rate:.3f} -> \
 {greedy.lang_mix_rate:.3f}
 
-Files: `metrics.csv` (one row per step), `samples.jsonl` (one group's completions every
-{cfg.sample_every} steps), `eval.csv` (the harness before and after), `config.json`.
+Files: `metrics.csv` (one row per step), `samples.jsonl` (every completion of every
+{cfg.sample_every}th step), `eval.csv` (the harness before and after), `config.json`.
 No model checkpoint is stored.
 """
 (RUN_DIR / "README.md").write_text(readme)
@@ -476,30 +479,35 @@ def by_kind(samples, column):
                                  format_rate=("formatted", "mean"))
 
 
-parts = []
+pieces = []
 for column in ("precedence_matters", "has_parens", "num_operands"):
     b, a = by_kind(before_samples, column), by_kind(after_samples, column)
     part = pd.DataFrame({"n": b.n, "acc before": b.strict_acc,
                          "acc after": a.strict_acc, "format before": b.format_rate,
                          "format after": a.format_rate})
     part.index = [f"{column}={v}" for v in part.index]
-    parts.append(part)
-breakdown = pd.concat(parts)
+    pieces.append(part)
+breakdown = pd.concat(pieces)
 breakdown
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-prec = breakdown.loc["precedence_matters=True"]
-noprec = breakdown.loc["precedence_matters=False"]
-print(f"precedence matters:   {prec['acc before']:.3f} -> {prec['acc after']:.3f} "
-      f"(n={int(prec.n)})")
-print(f"precedence irrelevant: {noprec['acc before']:.3f} -> {noprec['acc after']:.3f} "
-      f"(n={int(noprec.n)})")
+for kind in ("precedence_matters=True", "precedence_matters=False",
+             "has_parens=True", "has_parens=False"):
+    r = breakdown.loc[kind]
+    print(f"{kind:>24} (n={int(r.n):>3}): strict acc {r['acc before']:.3f} -> "
+          f"{r['acc after']:.3f}, format {r['format before']:.3f} -> "
+          f"{r['format after']:.3f}")
 
 # %% [markdown]
-# The problems where precedence matters are where the base model's left-to-right habit
-# costs it the answer; compare how far each row moved. The format gain is spread over
-# every kind of problem: the tags do not depend on the arithmetic.
+# The base model's failures were not spread evenly, and the two columns tell two
+# stories. Where precedence matters, the base model mostly kept its format but lost the
+# answer to its left-to-right habit: that row's gain is arithmetic. On parenthesised
+# problems the base model almost never closed its tags the strict way, so its strict
+# accuracy there was near zero whatever its arithmetic: much of that row's gain is
+# format. This is why the harness reports lenient accuracy next to strict accuracy
+# (the table in 7.6): the gap between them is the share of right answers lost to
+# format.
 #
 # ### The `2 + 3 * 4` group again
 #
@@ -516,12 +524,18 @@ group = pd.DataFrame({
     "after": after_rollout.texts, "reward after": after_rewards,
     "advantage after": group_advantages(after_rewards, G).tolist(),
 })
+n_right = sum(accuracy_reward(after_rollout.texts, answer=["14"] * G))
+print(f"right before: {int(sum(parts['accuracy_reward'][:G]))} of {G}; right after: "
+      f"{int(n_right)} of {G}; distinct completions after: "
+      f"{len(set(after_rollout.texts))}")
 group
 
 # %% [markdown]
-# If all eight answers after training are right and well formatted, the group's
+# When all $G$ answers after training are right and well formatted, the group's
 # rewards are equal and its advantages are all zero: the model has learned this
-# prompt, and it no longer contributes a gradient.
+# prompt, and it no longer contributes a gradient. The diversity is gone too: the
+# completions collapse onto one trace, the sharpening that the falling entropy in 7.5
+# showed.
 #
 # ## 7.7 What RL did not fix
 #
@@ -540,7 +554,10 @@ if len(mixed):
 
 # %% [markdown]
 # A completion can be right, well formatted and still mix languages: a reward that
-# does not measure a behaviour neither rewards nor punishes it. DeepSeek saw the same
+# does not measure a behaviour neither rewards nor punishes it. Mixing can even grow:
+# a right answer with a Chinese trace gets the same positive advantage as a right
+# answer with an English one, so whatever habit co-occurs with right answers is
+# reinforced along with them. DeepSeek saw the same
 # in R1-Zero ("poor readability, and language mixing") and added a
 # language-consistency reward in R1's RL stage {cite}`deepseekai2025r1`; chapter 11
 # does the same here.
