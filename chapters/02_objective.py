@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 2. The objective: ratio, clip, KL, and no critic
+# # The objective: ratio, clip, KL, and no critic
 #
 # Chapter 1 turned a group of rewards into advantages: a number per completion that says
 # "better than the group" or "worse than the group". This chapter turns advantages into

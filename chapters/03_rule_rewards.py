@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 3. Rule-based rewards
+# # Rule-based rewards
 #
 # GRPO needs one number per completion: the reward. Chapter 1 took the rewards of the
 # four outputs o1..o4 as given; this chapter writes the functions that compute them.

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 4. The causal-LM shift
+# # The causal-LM shift
 #
 # Every quantity in chapter 2 — the ratio, the KL penalty, the loss — is built from one
 # number per completion token: $\log\pi_\theta(o_t \mid q, o_{<t})$. Getting that number

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 6. Rollouts: sampling a group
+# # Rollouts: sampling a group
 #
 # GRPO learns only from text the policy wrote itself. For every question $q$ it samples
 # a group of $G$ outputs $o_1, \dots, o_G \sim \pi_{\theta_{old}}(\cdot \mid q)$,

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 7. The full loop: R1-Zero on arithmetic
+# # The full loop: R1-Zero on arithmetic
 #
 # Part I built every piece of GRPO as a separate function: a sampler that writes a
 # group of answers, rule rewards that score them, group advantages that turn the

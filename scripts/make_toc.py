@@ -130,7 +130,8 @@ def notebook_title(path: Path) -> str | None:
         if cell.get("cell_type") == "markdown":
             for line in "".join(cell.get("source", [])).splitlines():
                 if line.startswith("# "):
-                    return line[2:].strip()
+                    # the toc numbers chapters itself: drop a "7. " the title may carry
+                    return re.sub(r"^\d+\.\s+", "", line[2:].strip())
     return None
 
 
