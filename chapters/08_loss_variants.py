@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 8. Loss variants and their biases
+# # Loss variants and their biases
 #
 # Chapter 7 trained the tiny base model with one recipe: DeepSeekMath's GRPO loss
 # {cite}`shao2024deepseekmath`. Since then, papers and libraries have proposed several

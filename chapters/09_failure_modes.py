@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 9. When GRPO goes wrong
+# # When GRPO goes wrong
 #
 # A GRPO run rarely crashes. It fails quietly: the reward goes up while the model gets
 # worse, or nothing moves at all, or the completions fill up with the same phrase. The
