@@ -35,6 +35,7 @@ updates).
 
 from __future__ import annotations
 
+
 import contextlib
 import copy
 import csv
@@ -48,7 +49,7 @@ import signal
 import threading
 import time
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -527,6 +528,15 @@ class GRPOTrainer:
         ref_model=None,
         callbacks: Sequence[Callable] | None = None,
     ):
+        from .rewards import reward_name
+
+        if reward_funcs is not None:
+            given = [reward_funcs] if callable(reward_funcs) else list(reward_funcs)
+            if given and all(callable(f) for f in given):
+                # the callables are the reward functions: record their names in the
+                # config (config.json, weight-count check) instead of the default names
+                names = [reward_name(f) for f in given]
+                config = replace(config, reward_funcs=names)
         self.config = config.validate()
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
@@ -540,8 +550,6 @@ class GRPOTrainer:
                 f"reward_funcs must be a non-empty list of callables "
                 f"fn(completions, **columns) -> list[float], got {reward_funcs!r}."
             )
-        from .rewards import reward_name
-
         self.reward_names = []
         for f in self.reward_funcs:
             name, k = reward_name(f), 2

@@ -374,3 +374,22 @@ def test_shipped_configs_are_valid():
     for path in paths:
         config = load_config(path)
         assert config.num_generations >= 2, path
+
+
+def test_reward_callables_name_themselves_in_the_config(tokenizer, tmp_path):
+    """Three callables with three weights work whatever config.reward_funcs said."""
+
+    def always_one(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    model = random_model(tokenizer, size="micro", seed=0)
+    config = _config(tmp_path, max_steps=1, reward_weights=[1.0, 0.5, 0.25])
+    assert len(config.reward_funcs) != 3
+    trainer = GRPOTrainer(model, tokenizer, [digit_share, always_one, digit_share],
+                          config, ROWS)
+    assert trainer.config.reward_funcs == ["digit_share", "always_one", "digit_share"]
+    assert trainer.reward_names == ["digit_share", "always_one", "digit_share#2"]
+    metrics = trainer.train()
+    assert metrics["reward/always_one"].tolist() == [1.0]
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["reward_funcs"] == ["digit_share", "always_one", "digit_share"]
