@@ -49,7 +49,6 @@ import pandas as pd
 import torch
 import transformers
 from IPython.display import display
-from tqdm.auto import tqdm
 
 from grpo_lib.advantages import group_advantages
 from grpo_lib.display import show_source
@@ -237,7 +236,7 @@ start = time.perf_counter()
 temps = [0.0, 0.3, 0.6, 1.0, 1.3]
 top_ps = [0.3, 0.6, 0.9, 1.0]
 settings = [(t, 1.0) for t in temps] + [(1.0, p) for p in top_ps]
-points = [sweep_point(t, p) for t, p in tqdm(settings, desc="sweep", leave=False)]
+points = [sweep_point(t, p) for t, p in settings]
 sweep_t = pd.DataFrame(points[:len(temps)])
 sweep_p = pd.DataFrame(points[len(temps):])
 sweep_seconds = time.perf_counter() - start
