@@ -50,7 +50,6 @@ import pandas as pd
 import torch
 import transformers
 from IPython.display import display
-from tqdm.auto import tqdm
 
 from grpo_lib import losses, trainer
 from grpo_lib.advantages import group_advantages
@@ -390,8 +389,7 @@ del base_model
 # NBVAL_IGNORE_OUTPUT
 results = {}
 t_all = time.perf_counter()
-for name, overrides in tqdm(VARIANTS.items(), total=len(VARIANTS), desc="variants",
-                            leave=False):
+for name, overrides in VARIANTS.items():  # one printed line per variant
     results[name] = train_variant(name, overrides)
     metrics, ev, seconds, _ = results[name]
     print(f"{name:>17}: {seconds:5.0f} s, held-out strict {ev['strict_acc']:.3f}")
