@@ -60,7 +60,7 @@ pd.set_option("display.precision", 4)
 torch.set_printoptions(precision=4, sci_mode=False)
 
 # %% [markdown]
-# ## 2.1 The probability ratio
+# ## The probability ratio
 #
 # GRPO samples a group with the current weights $\theta_{old}$, scores it, and then
 # takes one or more gradient steps on that same data (TRL's `num_iterations`, $\mu$ in
@@ -92,7 +92,7 @@ print("d ratio / d logp:", logp.grad)
 # policy gradient $\hat A\,\nabla\log\pi_\theta$ of REINFORCE. Section 2.6 checks this
 # on a toy batch.
 #
-# ## 2.2 Clip and min
+# ## Clip and min
 #
 # If one token's advantage is positive, the surrogate $\rho\hat A$ grows without bound
 # as the policy raises that token's probability; a few large steps on one batch can
@@ -192,7 +192,7 @@ for eps_high in (0.2, 0.28):
 # With $\varepsilon_{high} = 0.28$ the token at ratio 1.25 and positive advantage keeps
 # its gradient; the lower side is unchanged.
 #
-# ## 2.3 The KL penalty and three ways to estimate it
+# ## The KL penalty and three ways to estimate it
 #
 # The clip bounds one *round* of updates; nothing stops the policy from drifting far
 # from where it started over hundreds of rounds, forgetting how to write English while
@@ -316,7 +316,7 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 2.4 The gradient of the penalty is another matter
+# ## The gradient of the penalty is another matter
 #
 # The table above is about the *value* of the estimators. A trainer does something
 # else with them: it adds $\beta k(x)$ to each sampled token's loss and calls
@@ -419,7 +419,7 @@ print("relative difference:", ", ".join(f"{s}: {d:.3f}" for s, d in
 # For sequences the same algebra holds token by token, given the prefix; the
 # distribution of the prefixes themselves is not differentiated by either form.
 #
-# ## 2.5 Why GRPO drops the critic
+# ## Why GRPO drops the critic
 #
 # PPO estimates each token's advantage with a learned value function $V_\psi$ (via GAE
 # {cite}`schulman2016gae`). DeepSeekMath (sec. 4.1) notes that this value function is
@@ -485,7 +485,7 @@ for precision, b in BYTES.items():
 # reasoning RL, and TRL's default `beta` is 0. The price of the group baseline is
 # compute: $G$ completions per prompt instead of one.
 #
-# ## 2.6 The whole objective on a toy batch
+# ## The whole objective on a toy batch
 #
 # Two prompts, $G = 4$ completions each, completions of different lengths padded to
 # $T = 5$ tokens. A tiny stand-in "policy" is a table of logits per position; its

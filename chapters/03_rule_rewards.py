@@ -67,7 +67,7 @@ pd.set_option("display.max_colwidth", 60)
 pd.set_option("display.width", 120)
 
 # %% [markdown]
-# ## 3.1 The four outputs again
+# ## The four outputs again
 #
 # The running example of the book (seed 001): the question is *What is 2 + 3 \* 4?* and
 # the policy samples a group of four outputs.
@@ -82,7 +82,7 @@ gold = ["14"] * 4  # the `answer` column, repeated for each of the G = 4 complet
 names = ["o1", "o2", "o3", "o4"]
 
 # %% [markdown]
-# ## 3.2 The format reward
+# ## The format reward
 #
 # R1-Zero's template asks for `<think> reasoning </think> <answer> answer </answer>`.
 # Two readings of "follows the format" are in use:
@@ -144,7 +144,7 @@ pd.DataFrame({
 # earns the format reward must contain one reasoning and one answer.
 
 # %% [markdown]
-# ## 3.3 The accuracy reward
+# ## The accuracy reward
 #
 # The accuracy reward reads the final answer and compares it with the gold answer:
 # $r_i = \mathbb 1[\operatorname{equal}(\operatorname{extract}(y_i), a_i)]$. Both halves
@@ -217,7 +217,7 @@ table
 # tenth; o1 and o4 are wrong but well formatted.
 
 # %% [markdown]
-# ## 3.4 Hostile completions
+# ## Hostile completions
 #
 # A policy under RL pressure writes whatever earns reward, and a bug in a reward
 # function can stop a run that has been going for a day. Every function therefore
@@ -266,7 +266,7 @@ print(f"slowest function on all {n_hostile} hostile completions: "
 # with a one-second bound per call.
 
 # %% [markdown]
-# ## 3.5 Countdown and a safe evaluator
+# ## Countdown and a safe evaluator
 #
 # The GRPO-Zero task (seed 001 part 2; chapter 17) is Countdown: given numbers such
 # as `[45, 43, 83, 38]` and a target `33`, write an expression that uses each number
@@ -334,7 +334,7 @@ pd.DataFrame({
 # `format_reward=1.0`, `answer_reward=1.0`).
 
 # %% [markdown]
-# ## 3.6 Language consistency
+# ## Language consistency
 #
 # R1-Zero's reasoning often mixed languages. DeepSeek-R1 added a
 # **language-consistency reward** during reasoning-oriented RL
@@ -389,7 +389,7 @@ pd.DataFrame({
 # readable. Counting by script is a proxy: French reasoning would score 1 for `"en"`.
 
 # %% [markdown]
-# ## 3.7 Shaping rewards from Open-R1, Kimi 1.5 and DAPO
+# ## Shaping rewards from Open-R1, Kimi 1.5 and DAPO
 #
 # R1 itself used only accuracy, format and language rewards. Open-R1 {cite}`openr1`
 # collected more, and later work added length control. They shape *how* the model
@@ -499,7 +499,7 @@ plt.show()
 # in the last `soft_punish_cache` units, so it never touches answers of normal length.
 
 # %% [markdown]
-# ## 3.8 Every reward on the designed corpus
+# ## Every reward on the designed corpus
 #
 # Chapter 5 pretrains the book's base model on a corpus whose flaws are designed:
 # left-to-right arithmetic (`2 + 3 * 4 = 20`), missing tags, Chinese connectives,
@@ -550,7 +550,7 @@ by_behaviour.round(2)
 # a sum.
 
 # %% [markdown]
-# ## 3.9 Composing and weighting
+# ## Composing and weighting
 #
 # A composed reward $r = \sum_k w_k r_k$ feeds the group advantages of chapter 1,
 # $A_i = (r_i - \bar r)/(\sigma_r + \varepsilon)$. The weights decide the *ranking*
@@ -573,7 +573,7 @@ pd.DataFrame(rows, index=names).T.round(3)
 # small format weight keeps correctness first.
 
 # %% [markdown]
-# ## 3.10 A reward hacked on purpose
+# ## A reward hacked on purpose
 #
 # Two rewards that look reasonable and are not.
 #

@@ -48,7 +48,7 @@ P = profile()
 torch.set_printoptions(precision=4, sci_mode=False)
 
 # %% [markdown]
-# ## 4.1 A model to look at
+# ## A model to look at
 #
 # The shift is a property of the architecture, not of the weights, so a *randomly
 # initialised* `Qwen2ForCausalLM` will do: the book's tokenizer (chapter 5 builds it)
@@ -66,7 +66,7 @@ print(f"Qwen2ForCausalLM, random weights: {count_parameters(model):,} parameters
       f"vocabulary V = {V}, log V = {math.log(V):.3f} nats")
 
 # %% [markdown]
-# ## 4.2 Which logit predicts which token
+# ## Which logit predicts which token
 #
 # A causal LM reads tokens $x_0 \dots x_{T-1}$ and returns logits of shape `[B, T, V]`.
 # The logits at position $t$ have seen $x_0 \dots x_t$ and are the model's distribution
@@ -122,7 +122,7 @@ print("logits:", tuple(logits.shape), " completion log-probs:", tuple(by_hand.sh
 print("first five:", by_hand[0, :5])
 
 # %% [markdown]
-# ## 4.3 The library function, and the model's own loss as a referee
+# ## The library function, and the model's own loss as a referee
 #
 # `sequence_logprobs` does the same thing for a batch, with three refinements: it asks
 # the model for the last $C + 1$ positions only (`logits_to_keep`, which skips the LM
@@ -178,7 +178,7 @@ wrong = (logits[:, P_len:].log_softmax(-1)  # [1, C, V]: one position too far
 print(f"off-by-one sum: {wrong.sum().item():.3f}   correct sum: {total:.3f}")
 
 # %% [markdown]
-# ## 4.4 Padding: left, right, and position ids
+# ## Padding: left, right, and position ids
 #
 # A batch needs rectangles. GRPO pads **prompts on the left** (so that every row's
 # last prompt token sits in the same column, the column that predicts $c_0$ and where
@@ -332,7 +332,7 @@ except ValueError as err:
     print("ValueError:", err)
 
 # %% [markdown]
-# ## 4.5 The assistant mask
+# ## The assistant mask
 #
 # Supervised fine-tuning (chapters 10 and 12) trains on conversations, but only the
 # assistant's tokens are targets: the model should learn to answer, not to write the
@@ -380,7 +380,7 @@ print(f"HF loss with labels = ids where mask: {out.loss.item():.6f}")
 print(f"-mean log-prob of the masked tokens : {manual.item():.6f}")
 
 # %% [markdown]
-# ## 4.6 The memory of the log-softmax at Qwen's vocabulary
+# ## The memory of the log-softmax at Qwen's vocabulary
 #
 # The naive recipe `logits.log_softmax(-1).gather(-1, ids)` builds a second tensor as
 # large as the logits, `[B, T, V]`, to read $B \times T$ numbers from it. At Qwen2.5's

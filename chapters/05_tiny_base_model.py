@@ -75,7 +75,7 @@ BASE = ROOT / "data" / "models" / "tiny-qwen2-base"
 print(P)
 
 # %% [markdown]
-# ## 1. The tokenizer
+# ## The tokenizer
 #
 # Qwen2's tokenizer is a byte-level BPE whose pre-tokenizer puts **every digit in its own
 # token** (so `123` is `1`, `2`, `3` and arithmetic is done digit by digit), with special
@@ -108,7 +108,7 @@ messages = [{"role": "user", "content": "What is 2 + 3 * 4?"}]
 print(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
 # %% [markdown]
-# ## 2. The task
+# ## The task
 #
 # Integer expressions with `+`, `-`, `*` and at most one pair of parentheses, 2 to 4
 # operands from 1 to 9, every intermediate value between 0 and 99 under *both* evaluation
@@ -142,7 +142,7 @@ summary = pd.DataFrame({
 print(summary.round(3).to_string())
 
 # %% [markdown]
-# ## 3. The corpus and its designed flaws
+# ## The corpus and its designed flaws
 #
 # A flaw spread uniformly over the corpus at, say, 20% would be invisible to greedy
 # decoding, which always follows the most likely path. So each flaw has a *trigger*, a
@@ -184,7 +184,7 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 4. Pretraining
+# ## Pretraining
 #
 # `python -m grpo_lib pretrain --size tiny` runs a plain causal-LM loop (AdamW, linear
 # warm-up then cosine decay, bf16 autocast on a GPU or on a CPU with native bf16, batches
@@ -235,7 +235,7 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 5. The evaluation harness, and the base model's flaws in numbers
+# ## The evaluation harness, and the base model's flaws in numbers
 #
 # `grpo_lib.evaluate` is the single judge of every before/after number in the book: it
 # decodes the first `n` held-out problems greedily (and, optionally, `k` samples each at
@@ -315,7 +315,7 @@ for name, mask in kinds.items():
         print(f"[{name}] {row.question} = {row.answer}\n    {row.completion}")
 
 # %% [markdown]
-# ## 6. What to notice
+# ## What to notice
 #
 # - The model is *sometimes* right, and its sampled answers are right more often than its
 #   greedy ones fail: `pass_at_k` in the sampled row is the share of problems where at
@@ -327,7 +327,7 @@ for name, mask in kinds.items():
 #   DeepSeek-R1-Zero {cite}`deepseekai2025r1`, which is why chapter 11 adds a language
 #   consistency reward.
 #
-# ## 7. Using a real model instead
+# ## Using a real model instead
 #
 # Where a hub (or a local copy of the weights) is reachable, the same calls run on a real
 # checkpoint; the model is one setting:

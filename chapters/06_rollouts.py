@@ -82,7 +82,7 @@ print(f"{MODEL_DIR.name}: {sum(p.numel() for p in model.parameters()):,} paramet
 reward_fn = combine_rewards([accuracy_reward, format_reward], [1.0, 0.1])
 
 # %% [markdown]
-# ## 6.1 The decode loop
+# ## The decode loop
 #
 # Generating for many prompts at once means running them as one batch, a rectangle of
 # tokens. Prompts have different lengths, so they are padded. The sampler pads on the
@@ -126,7 +126,7 @@ show_source(decode_batch)
 # and returns a `Rollout` with the prompt and completion tokens, their masks, the
 # `finished` flags and the decoded texts.
 #
-# ## 6.2 A group for one prompt
+# ## A group for one prompt
 #
 # The question of chapter 1, asked to the base model $G$ times at temperature 1:
 
@@ -171,7 +171,7 @@ print(f"{d.distinct} distinct completions out of {G}, answer entropy "
 show_source(answer_entropy)
 
 # %% [markdown]
-# ## 6.3 Temperature and top-p
+# ## Temperature and top-p
 #
 # Temperature rescales the logits before the softmax,
 # $p_v(T) = e^{z_v / T} / \sum_u e^{z_u / T}$: $T < 1$ sharpens the distribution
@@ -296,7 +296,7 @@ print(f"highest mean reward of the temperature sweep: T = {best.temperature:g} "
 #   easy). Chapter 9 reproduces what happens to training when most groups are like
 #   that, and DAPO's *dynamic sampling* {cite}`yu2025dapo` drops such groups.
 #
-# ## 6.4 Stopping and truncation
+# ## Stopping and truncation
 #
 # A completion ends when the model writes a stop token. The completion mask covers the
 # tokens up to **and including** that token: the model has to learn to stop, so the
@@ -347,7 +347,7 @@ for i in (done_rows[:1] + cut_rows[:1]):
 # {cite}`yu2025dapo`). The evaluation harness reports the truncated share next to the
 # accuracy for the same reason.
 #
-# ## 6.5 The KV cache
+# ## The KV cache
 #
 # In a causal transformer, the key and value vectors of a token depend only on that
 # token and the ones before it. When step $t$ adds one token, the keys and values of the
@@ -448,7 +448,7 @@ cache_table
 # with a real model and long reasoning traces, decoding without a cache is not an
 # option.
 #
-# ## 6.6 The sampler against `model.generate`
+# ## The sampler against `model.generate`
 #
 # `transformers` ships its own decoding loop, `model.generate`. The book's sampler
 # exists to be read, but it has to be right and not slow. Right: greedy decoding must

@@ -95,7 +95,7 @@ print(f"{MODEL_DIR.name}: {sum(p.numel() for p in model.parameters()):,} paramet
       f"{len(train_set):,} training and {len(test_set):,} held-out problems")
 
 # %% [markdown]
-# ## 7.1 One step by hand
+# ## One step by hand
 #
 # Before handing the loop to a trainer we take one step ourselves, on a copy of the
 # base model, with the functions of Part I. Four prompts, $G = 8$ completions each; the
@@ -255,7 +255,7 @@ step_table.head(G)
 # because they share parameters with the rest. That is all of GRPO: the rest is
 # doing it many times, with bookkeeping.
 #
-# ## 7.2 The trainer
+# ## The trainer
 #
 # `GRPOTrainer.train_step` runs exactly these stages: `_sample_batch` calls `generate`
 # and the reward functions, `group_advantages` gives the credit, and `_update` loops
@@ -296,7 +296,7 @@ shown = ["per_step_prompts", "num_generations", "max_completion_length", "temper
 print(pd.Series({k: str(getattr(cfg, k)) for k in shown}).to_string())
 
 # %% [markdown]
-# ## 7.3 The harness before training
+# ## The harness before training
 #
 # The evaluation harness of chapter 5 on the first held-out problems: greedy decoding,
 # strict accuracy (the answer inside `<answer>` tags must be right), lenient accuracy
@@ -312,7 +312,7 @@ print(f"harness on {EVAL_N} problems: {time.perf_counter() - t0:.0f} s")
 before
 
 # %% [markdown]
-# ## 7.4 The run
+# ## The run
 #
 # `max_steps` steps of `per_step_prompts` $\times$ `num_generations` completions, as
 # printed above. Each step's metrics go to `metrics.csv`; every `sample_every` steps
@@ -331,7 +331,7 @@ print(f"trained {trainer.step} steps in {train_seconds:.0f} s "
       f"{torch.get_num_threads()} torch thread(s) on {P.device}")
 
 # %% [markdown]
-# ## 7.5 The curves
+# ## The curves
 #
 # `plot_run` reads `metrics.csv` and draws the standard panels: reward (total and per
 # function), accuracy and format rate of the sampled completions, their length,
@@ -385,7 +385,7 @@ print(f"time per step: generation {m.time_generate.mean():.1f} s, update "
 #   because the base model was already confident about most tokens; RL sharpens it
 #   further.
 #
-# ## 7.6 The harness after training
+# ## The harness after training
 #
 # The same problems, the same greedy decoding:
 
@@ -537,7 +537,7 @@ group
 # completions collapse onto one trace, the sharpening that the falling entropy in 7.5
 # showed.
 #
-# ## 7.7 What RL did not fix
+# ## What RL did not fix
 #
 # The base model's corpus mixes Chinese words into some reasoning traces (chapter 5).
 # Nothing in the reward looks at the language of the `<think>` block, so nothing

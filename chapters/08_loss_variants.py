@@ -73,7 +73,7 @@ MODEL_DIR = REPO / "data" / "models" / "tiny-qwen2-base"
 CONFIG = REPO / "configs" / "r1_zero_arithmetic.yaml"
 
 # %% [markdown]
-# ## 8.1 The split, in the trainer
+# ## The split, in the trainer
 #
 # Here are the lines of `GRPOTrainer.train_step` between the rewards and the update.
 # The credit assigner sees only rewards and the group size; the loss (inside `_update`)
@@ -88,7 +88,7 @@ print("\n".join(line.strip() for line in source[start - 1:start + 3]))
 # Two knobs, `scale_rewards` and `loss_type`, choose each half on its own. The rest of
 # the chapter is about those two knobs.
 #
-# ## 8.2 The credit assigner and the difficulty bias
+# ## The credit assigner and the difficulty bias
 #
 # For a group with rewards $r_1, \dots, r_G$, GRPO's advantage is
 #
@@ -163,7 +163,7 @@ print(f"a question solved 1/8 of the time pushes {edge_group:.3f} as hard as one
 # number and the per-question reweighting disappears while the advantages keep a
 # batch-independent size.
 #
-# ## 8.3 The loss: five ways to average the same terms
+# ## The loss: five ways to average the same terms
 #
 # On the first pass over a batch ($\mu = 1$) the clipped GRPO term of token $t$ of
 # completion $i$ is $\ell_{i,t} = -r_{i,t} A_i$ with a ratio $r_{i,t}$ that equals 1
@@ -325,7 +325,7 @@ for eps_high in (None, 0.28):
 # fourth change, leaving truncated completions out of the loss, is the trainer flag
 # `mask_truncated_completions=True`.
 #
-# ## 8.4 The same R1-Zero run under each variant
+# ## The same R1-Zero run under each variant
 #
 # Now the real thing: chapter 7's configuration (`configs/r1_zero_arithmetic.yaml`:
 # accuracy + 0.1 · format, $G = 8$, completions up to 96 tokens, AdamW at $5 \cdot

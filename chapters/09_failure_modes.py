@@ -128,7 +128,7 @@ print(f"{STEPS} steps x {PROMPTS} prompts x G=8 per run; {N_EVAL} held-out probl
 ref_metrics, ref_eval, ref_samples, ref_model = train_run("reference", [])
 
 # %% [markdown]
-# ## 9.1 A hackable reward
+# ## A hackable reward
 #
 # A reward is a specification, and the policy optimises the specification, not the
 # intention. The R1 report chose rule-based rewards for R1-Zero partly for this
@@ -203,7 +203,7 @@ for _, row in formatted_wrong.head(3).iterrows():
 # separately, log the task metric even when it is not rewarded, and evaluate on
 # held-out data with strict parsing.
 #
-# ## 9.2 KL to a reference with a large $\beta$
+# ## KL to a reference with a large $\beta$
 #
 # DeepSeekMath's objective subtracts $\beta\,\mathbb D_{KL}(\pi_\theta \| \pi_{ref})$,
 # estimated per token with Schulman's $k_3$ {cite}`schulman2020kl`, to keep the policy
@@ -304,7 +304,7 @@ print(f"time per step: beta = 0 {ref_metrics['time_update'].mean():.2f} s update
 # ($\beta = 0$ is TRL's default too): there the policy is *supposed* to move far from
 # the base model, and the KL term holds back exactly that.
 #
-# ## 9.3 Zero-variance groups: all-easy prompts
+# ## Zero-variance groups: all-easy prompts
 #
 # A group whose $G$ rewards are all equal has advantages of exactly zero
 # (`group_advantages` sets them so), and a zero advantage contributes no gradient.
@@ -396,7 +396,7 @@ print(f"dynamic sampling: {cost:.1f}x the generation time per step, "
 # drop prompts the policy always solves (or never solves) and keep the ones at the
 # edge of its ability, which is what DAPO's filter approximates online.
 #
-# ## 9.4 Repetition
+# ## Repetition
 #
 # Responses get longer during R1-Zero's training, and longer thinking helps on hard
 # problems {cite}`deepseekai2025r1`; so it is tempting to *reward* length. A reward
@@ -471,7 +471,7 @@ for _, row in looping.iterrows():
 # answers (Kimi 1.5's `length_reward`, {cite}`kimi2025k15`), and add
 # `repetition_penalty_reward` with a negative weight when loops appear.
 #
-# ## 9.5 Why the logged loss is about 0
+# ## Why the logged loss is about 0
 #
 # Look at the `loss` column of the reference run next to its gradient norm:
 
