@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from .corpus import CorpusMix, document_text, sample_documents
-from .models import build_tokenizer, count_parameters, model_config, stop_token_ids
+from .models import build_tokenizer, count_parameters, random_model
 from .tasks.arithmetic import DATA_DIR, Problem, load_split, read_rows, solve_steps
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,16 +104,12 @@ def _length_bucketed(texts: list[str], batch_size: int, seed: int, window: int =
 def pretrain(cfg: PretrainConfig, out_dir: str | Path, eval_n: int = 500) -> Path:
     """Pretrain a model of ``cfg.size`` and write a checkpoint folder to ``out_dir``."""
     from tqdm.auto import tqdm
-    from transformers import GenerationConfig, Qwen2ForCausalLM
 
     out = Path(out_dir)
     random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
     device = torch.device(cfg.device)
     tokenizer = build_tokenizer(cfg.vocab_size)
-    model = Qwen2ForCausalLM(model_config(tokenizer, cfg.size)).to(device)
-    model.generation_config = GenerationConfig(eos_token_id=stop_token_ids(tokenizer),
-                                               pad_token_id=tokenizer.pad_token_id)
+    model = random_model(tokenizer, cfg.size, seed=cfg.seed).to(device)  # seeds torch
     n_params = count_parameters(model)
     problems = _train_problems()
     docs = sample_documents(problems, cfg.steps * cfg.batch_size, mix=cfg.mix, seed=cfg.seed)

@@ -29,6 +29,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from .models import stop_token_ids
+
 __all__ = [
     "Rollout",
     "generate",
@@ -72,24 +74,18 @@ class Rollout:
 def resolve_stop_token_ids(tokenizer, model=None) -> list[int]:
     """The token ids that end a completion.
 
-    Uses :func:`grpo_lib.models.stop_token_ids` (``<|im_end|>`` and ``<|endoftext|>`` for
-    the book's tokenizer). For a tokenizer that module does not know, falls back to
-    ``tokenizer.eos_token_id`` plus the model's ``generation_config.eos_token_id``.
+    :func:`grpo_lib.models.stop_token_ids` (``<|im_end|>``, ``<|endoftext|>``, the
+    tokenizer's EOS) followed by the model's ``generation_config.eos_token_id``, without
+    repeats.
     """
-    ids: list[int] = []
     try:
-        from .models import stop_token_ids
-
-        ids = list(stop_token_ids(tokenizer))
-    except ImportError:
+        ids = [int(i) for i in stop_token_ids(tokenizer)]
+    except ValueError:  # a tokenizer with none of the known end tokens
         ids = []
-    if not ids:
-        if tokenizer.eos_token_id is not None:
-            ids.append(int(tokenizer.eos_token_id))
-        gen_cfg = getattr(model, "generation_config", None)
-        eos = getattr(gen_cfg, "eos_token_id", None)
-        if eos is not None:
-            ids.extend(int(i) for i in (eos if isinstance(eos, (list, tuple)) else [eos]))
+    gen_cfg = getattr(model, "generation_config", None)
+    eos = getattr(gen_cfg, "eos_token_id", None)
+    if eos is not None:
+        ids.extend(int(i) for i in (eos if isinstance(eos, (list, tuple)) else [eos]))
     ids = list(dict.fromkeys(ids))  # unique, order kept
     if not ids:
         raise ValueError(

@@ -1,7 +1,6 @@
 """Tests for grpo_lib.logprobs: TRL parity, the causal shift vs HF's own loss, padding."""
 import pytest
 import torch
-import torch.nn.functional as F
 
 from grpo_lib.logprobs import (assistant_mask, entropy_from_logits, selective_log_softmax,
                                sequence_logprobs)
