@@ -54,7 +54,7 @@ from grpo_lib.losses import policy_loss
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.objective import kl_estimate
 from grpo_lib.profiles import profile
-from grpo_lib.rewards import format_reward, repetition_penalty_reward, reward_name
+from grpo_lib.rewards import format_reward, repetition_penalty_reward
 from grpo_lib.sampling import generate
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR
@@ -98,11 +98,9 @@ test_set = load_task_split("arithmetic", "test")
 
 def train_run(name, overrides, steps=STEPS, rows=train_set, reward_funcs=None):
     """One short run from the base model: (metrics, greedy eval row, samples, model)."""
-    if reward_funcs is not None:  # the callables replace the config's reward names
-        names = ", ".join(reward_name(f) for f in reward_funcs)
-        overrides = [f"reward_funcs=[{names}]"] + overrides
     config = load_config(CONFIG, COMMON + [f"max_steps={steps}",
-                                           f"output_dir={runs_dir}/{name}"] + overrides)
+                                           f"output_dir={runs_dir}/{name}"] + overrides,
+                         reward_funcs=reward_funcs)  # callables replace the names
     model, tok = load_model_and_tokenizer(config.model_name_or_path, device=P.device)
     t0 = time.perf_counter()
     metrics = GRPOTrainer(model, tok, reward_funcs, config, rows).train()
@@ -207,18 +205,38 @@ for _, row in formatted_wrong.head(3).iterrows():
 #
 # DeepSeekMath's objective subtracts $\beta\,\mathbb D_{KL}(\pi_\theta \| \pi_{ref})$,
 # estimated per token with Schulman's $k_3$ {cite}`schulman2020kl`, to keep the policy
-# near the model it started from {cite}`shao2024deepseekmath`. The trainer then keeps
-# a frozen copy of the base model and logs the mean $k_3$ per token as `kl`. A large
-# $\beta$ trades reward for closeness. Train with $\beta = 0.5$:
+# near the model it started from; DeepSeekMath used $\beta = 0.04$
+# {cite}`shao2024deepseekmath`. With $\beta > 0$ the trainer keeps a frozen copy of
+# the base model and logs the mean $k_3$ per token as `kl`. How strongly does the
+# penalty hold the policy? Differentiate one token's loss, $-A\,r + \beta k_3$ with
+# $k_3 = \rho - \log\rho - 1$ and $\rho = \pi_{ref}/\pi_\theta$, with respect to
+# $\log\pi_\theta$ at $r = 1$ ($\mu = 1$):
+#
+# $$
+# \frac{\partial}{\partial \log\pi_\theta}\big(-A\,r + \beta k_3\big)
+#   = -A + \beta\,(1 - \rho) \approx -A + \beta\,\delta,
+#   \qquad \delta = \log\pi_\theta - \log\pi_{ref}.
+# $$
+#
+# The penalty's pull is zero where the policy starts ($\delta = 0$) and grows with the
+# distance travelled; the push of the advantage and the pull of the penalty balance at
+# $\delta \approx A/\beta$. Group advantages are of order 1 (chapter 8's table), so
+# with $\beta = 0.04$ a token's log-probability may move by tens of nats before the
+# penalty matters, which is no limit at all, while with $\beta = 5$ it can move by a
+# fraction of a nat. Train the same configuration at several $\beta$ (the $\beta = 0$
+# run is the reference run above):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-BETA = 0.5
-kl_metrics, kl_eval, kl_samples, kl_model = train_run("beta", [f"beta={BETA}"])
+BETAS = P.pick(smoke=[5.0], cpu=[0.04, 0.5, 5.0], gpu=[0.04, 0.5, 2.0, 5.0, 50.0])
+beta_runs = {0.0: (ref_metrics, ref_eval, ref_model)}  # beta -> (metrics, eval, model)
+for beta in BETAS:
+    metrics, ev, _, model = train_run(f"beta_{beta:g}", [f"beta={beta}"])
+    beta_runs[beta] = (metrics, ev, model)
 
 # %% [markdown]
 # With $\beta = 0$ the trainer builds no reference model and logs no KL. To compare
-# both runs on one scale, measure each trained policy's distance from the base model
+# all runs on one scale, measure each trained policy's distance from the base model
 # after training: sample completions from the trained policy, score their tokens under
 # both models with `sequence_logprobs` (chapter 4), and average $k_1 = \log
 # \pi_\theta - \log\pi_{ref}$ and $k_3$ (chapter 2) over the tokens:
@@ -245,61 +263,77 @@ def kl_from_base(model, n=N_KL, seed=0):
         kl_estimate(logp, ref_logp, "k3"))
 
 
+last = max(1, STEPS // 3)  # the last third of each run
+gain_0 = ref_eval["strict_acc"] - base_eval["strict_acc"]
 kl_rows = {}
-for name, model, ev in [("beta = 0", ref_model, ref_eval),
-                        (f"beta = {BETA}", kl_model, kl_eval)]:
+for beta, (m, ev, model) in beta_runs.items():
     k1, k3 = kl_from_base(model)
-    kl_rows[name] = {"held-out strict": ev["strict_acc"], "format": ev["format_rate"],
-                     "k1 to base": k1, "k3 to base": k3}
-kl_table = pd.DataFrame(kl_rows).T
-kl_table.loc["base model"] = [base_eval["strict_acc"], base_eval["format_rate"], 0, 0]
+    kl_rows[beta] = {
+        "held-out strict": ev["strict_acc"],
+        "share of beta=0 gain": ((ev["strict_acc"] - base_eval["strict_acc"]) / gain_0
+                                 if gain_0 > 0 else float("nan")),
+        "train acc, first third": m["accuracy"].head(last).mean(),
+        "train acc, last third": m["accuracy"].tail(last).mean(),
+        "logged kl, last third": m["kl"].tail(last).mean() if beta > 0 else float("nan"),
+        "k1 to base": k1, "k3 to base": k3,
+        "update s / step": m["time_update"].mean()}
+kl_table = pd.DataFrame(kl_rows).T.rename_axis("beta")
 kl_table.round(4)
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 3.4), constrained_layout=True)
-axes[0].plot(kl_metrics["step"], kl_metrics["kl"], marker=".")
-axes[0].set_title(f"logged KL (mean k3 per token), beta = {BETA}")
-axes[0].set_xlabel("step")
-for m, label in [(ref_metrics, "beta = 0"), (kl_metrics, f"beta = {BETA}")]:
-    axes[1].plot(m["step"], m["accuracy"].rolling(5, min_periods=1).mean(), label=label)
-axes[1].set_title("training accuracy (5-step mean)")
-axes[1].set_xlabel("step")
-axes[1].legend()
+fig, axes = plt.subplots(1, 3, figsize=(14, 3.4), constrained_layout=True)
+labels = [f"{b:g}" for b in kl_table.index]
+axes[0].plot(labels, kl_table["held-out strict"], marker="o", label="trained")
+axes[0].axhline(base_eval["strict_acc"], color="gray", ls="--", label="base model")
+axes[0].set_title("held-out strict accuracy after training")
+axes[0].set_xlabel("beta")
+axes[0].legend(fontsize=8)
+for i, (beta, (m, _, _)) in enumerate(beta_runs.items()):
+    style = dict(label=f"beta = {beta:g}", color=f"C{i}")  # one colour per beta
+    if beta > 0:
+        axes[1].plot(m["step"], m["kl"].rolling(5, min_periods=1).mean(), **style)
+    axes[2].plot(m["step"], m["accuracy"].rolling(5, min_periods=1).mean(), **style)
+axes[1].set_title("logged KL (mean k3 per token, 5-step mean)")
+axes[2].set_title("training accuracy (5-step mean)")
+for ax in axes[1:]:
+    ax.set_xlabel("step")
+    ax.legend(fontsize=8)
 for ax in axes:
     ax.grid(alpha=0.3)
 plt.show()
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"logged kl with beta = {BETA}: first step {kl_metrics['kl'].iloc[0]:.5f}, "
-      f"max {kl_metrics['kl'].max():.5f}, last {kl_metrics['kl'].iloc[-1]:.5f}")
-k3_beta, k3_zero = (kl_table.loc[f"beta = {BETA}", "k3 to base"],
-                    kl_table.loc["beta = 0", "k3 to base"])
-print(f"k3 to the base model after training: beta = {BETA} run {k3_beta:.5f}, "
-      f"beta = 0 run {k3_zero:.5f}")
-print(f"held-out strict: base {base_eval['strict_acc']:.3f}, beta = 0 "
-      f"{ref_eval['strict_acc']:.3f}, beta = {BETA} {kl_eval['strict_acc']:.3f}")
-print(f"mean entropy per token: beta = 0 {ref_metrics['entropy'].mean():.3f}, "
-      f"beta = {BETA} {kl_metrics['entropy'].mean():.3f} nats")
-print(f"time per step: beta = 0 {ref_metrics['time_update'].mean():.2f} s update, "
-      f"beta = {BETA} {kl_metrics['time_update'].mean():.2f} s update "
-      f"(the reference model's forward pass)")
+big = max(BETAS)
+print(f"held-out strict: base model {base_eval['strict_acc']:.3f}; " + ", ".join(
+    f"beta = {b:g}: {r['held-out strict']:.3f}" for b, r in kl_table.iterrows()))
+print(f"beta = {big:g} keeps {kl_table.loc[big, 'share of beta=0 gain']:.0%} of the "
+      f"beta = 0 gain; its k3 to the base model is "
+      f"{kl_table.loc[big, 'k3 to base']:.4f} against "
+      f"{kl_table.loc[0.0, 'k3 to base']:.4f} for beta = 0")
+print(f"update time per step: beta = 0 {kl_table.loc[0.0, 'update s / step']:.2f} s, "
+      f"beta > 0 {kl_table.loc[BETAS, 'update s / step'].mean():.2f} s on average")
 
 # %% [markdown]
-# **Reading it.** In a run this short the trade-off hardly shows. The logged KL of
-# the $\beta = 0.5$ run grows from 0 during the run, but measured the same way after
-# training, this run ends up about as far from the base model as the $\beta = 0$
-# run, with a held-out accuracy a little lower, and each of its updates takes longer
-# (the reference model's forward pass). Two reasons. First, the per-token KL is small
-# in both runs: the tiny model's next-token distribution is sharp (see the entropy
-# per token above), and learning to get an answer right changes the probabilities of
-# a handful of tokens in a trace of fifty, so a per-token KL "near 0" does not by
-# itself say that the policy did not move; always compare it with the same
-# measurement on a $\beta = 0$ run and with the held-out accuracy. Second, the
-# penalty's pull grows with $\beta$ *and* with the distance already travelled, so it
-# starts to hold the policy back only once the policy has moved; with a larger
-# $\beta$ or a longer run (the `gpu` profile runs the full 150 steps) it bites
-# earlier. This is also why DAPO {cite}`yu2025dapo` and Dr. GRPO
+# **Reading it.** The held-out accuracy never gains from a larger $\beta$, and once
+# $\beta$ is large it falls back towards the base model's; the panels show why. A
+# small $\beta$ such as DeepSeekMath's 0.04 behaves like $\beta = 0$ in a run this
+# short: the balance point $A/\beta$ is far beyond anything the policy reaches. The
+# largest $\beta$ holds the policy in place: its distance from the base model ($k_1$,
+# $k_3$ measured after training) is the smallest, its training accuracy stays where it
+# started (first third against last third in the table), and it keeps only a small
+# share of the gain of the $\beta = 0$ run (printed above). Its logged `kl` is small
+# *because* the penalty works, so a small `kl` on its own is no evidence that a run is
+# healthy: read it next to the reward and the held-out accuracy, and against a
+# $\beta = 0$ run. Note also that every per-token KL here is small, even for the
+# $\beta = 0$ run: the tiny model's next-token distribution is sharp, and getting an
+# answer right changes the probabilities of a handful of tokens in a trace of fifty.
+# The price of any $\beta > 0$ is the reference model: a second copy of the weights
+# in memory and a forward pass in every update, about a third of the compute of the
+# policy's forward and backward pass. For this 1M-parameter model that cost is lost in
+# the noise of the update times printed above; for a 0.5B model it is a real share of
+# the step and of
+# the GPU memory. This is why DAPO {cite}`yu2025dapo` and Dr. GRPO
 # {cite}`liu2025drgrpo` drop the KL term for reasoning RL from a base model
 # ($\beta = 0$ is TRL's default too): there the policy is *supposed* to move far from
 # the base model, and the KL term holds back exactly that.
@@ -419,8 +453,9 @@ show_source(repetition_penalty_reward, docstring=False)
 # n-gram penalty, $-1 \times$ the share of repeated word trigrams) goes in with
 # weight 0, so `reward/repetition_penalty_reward` tracks repetition without changing
 # the reward. The callables passed to `GRPOTrainer` replace the configuration's
-# reward names; `train_run` writes their names into the configuration so the weights
-# pair up.
+# reward names; `train_run` also hands them to `load_config(..., reward_funcs=...)`,
+# which records their names so that the three weights are checked against three
+# functions.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -561,7 +596,7 @@ print(f"by hand: dapo -sum_i A_i |o_i| / N = {dapo_by_hand.item():+.6f}, "
 # | failure | what you see in the metrics | what to do |
 # | --- | --- | --- |
 # | hackable reward | `reward/<fn>` rises, `accuracy` (unrewarded) and held-out strict accuracy fall | reward the goal, log the goal separately, evaluate held out |
-# | large $\beta$ | `kl` held small; compare the distance to the base and the accuracy with a $\beta = 0$ run; a slower update | $\beta = 0$ for reasoning RL from a base model, or a smaller $\beta$ |
+# | large $\beta$ | `kl` held small while `accuracy` stays flat; a smaller distance to the base and a smaller held-out gain than a $\beta = 0$ run | $\beta = 0$ for reasoning RL from a base model, or a $\beta$ small against $A/\delta$ |
 # | zero-variance groups | high `zero_std_frac`, smaller `grad_norm` (zero when every group is dead) | filter the prompts; `dynamic_sampling=True` at a generation cost |
 # | repetition | `repetition_rate` of the harness, `completion_length` and `truncated_frac` rising | check what the reward pays for; a repetition penalty |
 # | loss ≈ 0 | `loss` ≈ 0 while `grad_norm` > 0 | nothing is wrong: read the reward and held-out metrics |

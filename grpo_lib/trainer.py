@@ -1340,13 +1340,22 @@ def build_reward_funcs(specs: Sequence) -> list[Callable]:
 
 
 def load_config(
-    path: str | Path | None = None, overrides: Sequence[str] = ()
+    path: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    reward_funcs: Sequence[Callable] | None = None,
 ) -> GRPOConfig:
     """A :class:`GRPOConfig` from a YAML file plus ``key=value`` overrides (YAML-typed).
 
     ``load_config("configs/r1_zero_arithmetic.yaml", ["max_steps=5", "beta=0.04"])``.
+
+    ``reward_funcs``: the callables you will pass to :class:`GRPOTrainer` instead of
+    the file's reward names. Their names replace ``reward_funcs`` before validation,
+    so ``reward_weights`` (from the file or an override) is checked against them:
+    ``load_config(path, ["reward_weights=[1.0, 0.5]"], reward_funcs=[f, g])``.
     """
     import yaml
+
+    from .rewards import reward_name
 
     values: dict = {}
     if path is not None:
@@ -1365,6 +1374,15 @@ def load_config(
             )
         key, raw = item.split("=", 1)
         values[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+    if reward_funcs is not None:
+        funcs = [reward_funcs] if callable(reward_funcs) else list(reward_funcs)
+        if not funcs or not all(callable(f) for f in funcs):
+            raise ValueError(
+                f"load_config(reward_funcs=...) takes the reward callables you will "
+                f"pass to GRPOTrainer, got {reward_funcs!r}; to name library rewards, "
+                f"use an override instead: 'reward_funcs=[accuracy_reward]'."
+            )
+        values["reward_funcs"] = [reward_name(f) for f in funcs]
     return GRPOConfig.from_dict(values).validate()
 
 

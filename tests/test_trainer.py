@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from grpo_lib.models import build_tokenizer, random_model
+from grpo_lib.rewards import accuracy_reward, format_reward
 from grpo_lib.trainer import (
     METRIC_COLUMNS,
     GRPOConfig,
@@ -134,6 +135,26 @@ def test_load_config_overrides_and_unknown_keys(tmp_path):
         load_config(path, ["num_generation=4"])
     with pytest.raises(ValueError, match="beta='a lot': expected float"):
         load_config(path, ["beta=a lot"])
+
+
+def test_load_config_with_reward_callables(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("reward_funcs: [accuracy_reward, format_reward]\n"
+                    "reward_weights: [1.0, 0.1]\n")
+
+    def longer(completions, **kwargs):
+        return [0.0] * len(completions)
+
+    # three callables, three weights: the file's two names must not reject this
+    config = load_config(path, ["reward_weights=[0.1, 1.0, 0.0]"],
+                         reward_funcs=[format_reward, longer, accuracy_reward])
+    assert config.reward_funcs == ["format_reward", "longer", "accuracy_reward"]
+    assert config.reward_weights == [0.1, 1.0, 0.0]
+    # ... while a weight count that matches neither is still an error
+    with pytest.raises(ValueError, match="reward_weights has 2 entries for 3"):
+        load_config(path, [], reward_funcs=[format_reward, longer, accuracy_reward])
+    with pytest.raises(ValueError, match="takes the reward callables"):
+        load_config(path, [], reward_funcs=["format_reward"])
 
 
 def test_lr_schedule_by_hand():
