@@ -40,6 +40,7 @@ print_environment()
 
 # %%
 import inspect
+import json
 import shutil
 import tempfile
 import time
@@ -463,6 +464,101 @@ by_correctness = pd.DataFrame(split_rows).set_index("variant")
 by_correctness.round(1)
 
 # %% [markdown]
+# ### Full-length runs: do the wrong answers get longer?
+#
+# Dr. GRPO's evidence for the length bias is a trend over a long run: under `grpo`
+# the *incorrect* responses keep getting longer, under `dr_grpo` they do not
+# {cite}`liu2025drgrpo`. A few dozen steps cannot show a trend, so the repository
+# keeps four full-length runs of chapter 7's configuration (150 steps of 16 prompts),
+# `grpo` and `dr_grpo` with two seeds each, trained on this book's CPU with the
+# command in each run's `README.md`. Besides the overall length, the trainer logs the
+# mean length of the right and of the wrong sampled completions of every step
+# (`length_correct`, `length_wrong`):
+
+# %%
+RUNS = REPO / "data" / "runs"
+full = {}
+for loss in ("grpo", "dr_grpo"):
+    for seed in (0, 1):
+        d = RUNS / f"ch08_{loss}_seed{seed}_cpu"
+        info = json.loads((d / "run_info.json").read_text())
+        full[loss, seed] = (pd.read_csv(d / "metrics.csv"),
+                            pd.read_csv(d / "eval.csv").set_index("step"), info)
+        print(f"{d.name}: {info['train_seconds']} s on {info['device']}")
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), constrained_layout=True,
+                         sharey=True)
+for ax, loss in zip(axes, ("grpo", "dr_grpo")):
+    for seed, ls in ((0, "-"), (1, "--")):
+        m = full[loss, seed][0]
+        for col, color in (("length_wrong", "C3"), ("length_correct", "C2")):
+            ax.plot(m["step"], m[col].rolling(10, min_periods=1).mean(), ls=ls,
+                    color=color, label=f"{col.split('_')[1]}, seed {seed}")
+    ax.set_title(f"loss_type = {loss}: mean length of sampled completions")
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+axes[0].set_ylabel("tokens (10-step mean)")
+axes[0].legend(fontsize=8, ncol=2)
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+full_rows = {}
+for (loss, seed), (m, ev, info) in full.items():
+    early, late = m[m["step"] <= 50], m[m["step"] > 100]
+    full_rows[f"{loss}, seed {seed}"] = {
+        "held-out strict @150": ev.loc[150, "strict_acc"],
+        "wrong: len steps 1-50": early["length_wrong"].mean(),
+        "wrong: len steps 101-150": late["length_wrong"].mean(),
+        "right: len steps 101-150": late["length_correct"].mean(),
+        "gap wrong - right, 101-150": (late["length_wrong"]
+                                       - late["length_correct"]).mean()}
+full_table = pd.DataFrame(full_rows).T
+display(full_table.round(3))
+gap = {loss: full_table.loc[[f"{loss}, seed 0", f"{loss}, seed 1"],
+                            "gap wrong - right, 101-150"].mean()
+       for loss in ("grpo", "dr_grpo")}
+print(f"late gap (wrong - right), mean of two seeds: grpo {gap['grpo']:+.1f} tokens, "
+      f"dr_grpo {gap['dr_grpo']:+.1f} tokens")
+
+# %% [markdown]
+# Why would wrong answers be longer under *both* losses? A trace's length here is set
+# by the problem: one "First ..., now ..." step per operator. If the errors that
+# survive training sit on the problems with more operators, the wrong answers are
+# longer whatever the loss does. Count the operators of the held-out problems that
+# the 30-step `grpo` model above still gets wrong:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+held = results["grpo"][3].copy()
+held["operators"] = held["question"].str.count(r"[-+*/]")
+ops = pd.DataFrame({
+    "all held-out problems": held["operators"].value_counts(normalize=True),
+    "answered wrong": held.loc[~held["correct"], "operators"].value_counts(
+        normalize=True)}).fillna(0).sort_index()
+ops.index.name = "operators"
+display(ops.round(3))
+print(f"mean operators: all {held['operators'].mean():.2f}, wrong "
+      f"{held.loc[~held['correct'], 'operators'].mean():.2f}; mean greedy length by "
+      f"operator count: " + ", ".join(
+          f"{k}: {v:.1f}" for k, v in held.groupby("operators")["length"].mean().items()))
+
+# %% [markdown]
+# **Reading it.** In all four full-length runs the wrong answers get longer during
+# training and end up several tokens longer than the right ones, and they do so under
+# `dr_grpo` as well as under `grpo` (the table and the printed gaps). On this task,
+# then, "wrong answers are longer" is mostly **selection**: the errors that survive
+# training sit on the problems with more operators, whose traces are longer (the
+# operator table). Whatever part of the gap `grpo`'s per-response normalisation adds
+# is the difference between the two losses' gaps: small next to the gap itself, and
+# no larger than the spread between two seeds of one loss. That does not contradict section 8.3: the
+# per-token weights do differ exactly as computed there. It says that on a task
+# whose lengths are set by the problem, the length bias has little room to act, and
+# that a length trend in a run's logs is evidence about the loss only once it has
+# been compared with a run that differs in the loss alone, on the same problems.
+
+# %% [markdown]
 # ### What to notice
 #
 # The cell below turns the comparison table into sentences, so that every number in
@@ -515,13 +611,9 @@ print(f"- Mean logged loss: " + ", ".join(
 #   "token mean of the step" coincide (section 8.3); they differ only with gradient
 #   accumulation.
 # - **Where the length went.** In the right/wrong table, the right answers keep about
-#   the base model's length in every variant; the wrong answers that remain are
-#   longer than the base model's wrong answers, and longest under `grpo`, which fits
-#   the length bias of 8.3: `grpo` pushes long wrong answers down the least per token.
-#   With a few dozen wrong answers per variant this is a hint, not a measurement; the
-#   bias acts on where the gradient goes, and its effect on lengths builds up over
-#   many steps, so compare with the full-length runs of the `gpu` profile before
-#   drawing conclusions.
+#   the base model's length in every variant, and the wrong answers that remain are
+#   longer. The full-length runs above show the same gap under `grpo` and `dr_grpo`:
+#   it comes from which problems stay wrong, not from the loss.
 
 # %%
 shutil.rmtree(runs_dir, ignore_errors=True)  # the runs were only needed for this page

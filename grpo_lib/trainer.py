@@ -74,6 +74,8 @@ METRIC_COLUMNS = [
     "format_rate",
     "completion_length",
     "completion_length_max",
+    "length_correct",
+    "length_wrong",
     "truncated_frac",
     "entropy",
     "kl",
@@ -959,6 +961,10 @@ class GRPOTrainer:
             ),
             "completion_length": lengths.mean().item(),
             "completion_length_max": int(lengths.max().item()),
+            # Dr. GRPO's length bias shows in the wrong answers: mean length of each
+            # kind (NaN when the step has none of that kind)
+            "length_correct": _masked_mean(lengths, correct, True),
+            "length_wrong": _masked_mean(lengths, correct, False),
             "truncated_frac": 1.0 - all_rollout.finished.float().mean().item(),
             "zero_std_frac": (grouped == grouped[:, :1]).all(1).float().mean().item(),
             "lr": lr,
@@ -1013,11 +1019,13 @@ class GRPOTrainer:
 
     def _write_metrics_row(self, metrics: dict) -> None:
         path = self.output_dir / "metrics.csv"
-        new = not path.exists()
+        new = not path.exists() or path.stat().st_size == 0
+        fieldnames = self._metric_columns()
+        if not new:  # resuming: keep the file's own columns, so rows stay aligned
+            with open(path, newline="", encoding="utf-8") as fh:
+                fieldnames = next(csv.reader(fh), None) or fieldnames
         with open(path, "a", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(
-                fh, fieldnames=self._metric_columns(), extrasaction="ignore"
-            )
+            writer = csv.DictWriter(fh, fieldnames=fieldnames, extrasaction="ignore")
             if new:
                 writer.writeheader()
             writer.writerow(metrics)
@@ -1315,6 +1323,12 @@ class GRPOTrainer:
 # ======================================================================================
 # From a YAML file (the CLI)
 # ======================================================================================
+def _masked_mean(values: torch.Tensor, flags: Sequence[bool], keep: bool) -> float:
+    """Mean of ``values[i]`` over the ``i`` with ``flags[i] == keep``; NaN if none."""
+    chosen = [v for v, f in zip(values.tolist(), flags) if bool(f) == keep]
+    return float(np.mean(chosen)) if chosen else float("nan")
+
+
 def build_reward_funcs(specs: Sequence) -> list[Callable]:
     """Reward functions from config entries.
 

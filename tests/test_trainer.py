@@ -20,6 +20,7 @@ from grpo_lib.trainer import (
     GRPOConfig,
     GRPOTrainer,
     _lr_multiplier,
+    _masked_mean,
     load_config,
 )
 
@@ -187,11 +188,44 @@ def test_short_run_learns_and_logs(tokenizer, tmp_path):
     assert (metrics["grad_norm"][1:] > 0).all() and metrics["loss"].abs().max() < 1e-5
     assert metrics["kl"].isna().all()  # beta = 0: no reference model
     assert trainer.ref_model is None
+    # a random model answers nothing right: every completion counts as wrong
+    assert (metrics["accuracy"] == 0).all() and metrics["length_correct"].isna().all()
+    assert metrics["length_wrong"].tolist() == pytest.approx(
+        metrics["completion_length"].tolist()
+    )
     samples = [
         json.loads(x)
         for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()
     ]
     assert {s["step"] for s in samples} == {6, 12} and len(samples) == 2 * 16
+
+
+def test_length_of_right_and_wrong_completions():
+    lengths = torch.tensor([4.0, 10.0, 6.0, 20.0])
+    correct = [True, False, True, False]
+    assert _masked_mean(lengths, correct, True) == 5.0
+    assert _masked_mean(lengths, correct, False) == 15.0
+    assert math.isnan(_masked_mean(lengths, [True] * 4, False))
+
+
+def test_metrics_rows_follow_an_existing_header(tokenizer, tmp_path):
+    # a metrics.csv written by an older version (fewer columns), then more steps:
+    # the new rows must line up with the file's header, not with today's columns
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.csv").write_text("step,reward,accuracy\n0,0.5,0.25\n")
+    trainer = GRPOTrainer(
+        random_model(tokenizer, size="micro", seed=0),
+        tokenizer,
+        [digit_share],
+        _config(tmp_path, max_steps=1),
+        ROWS,
+    )
+    trainer._write_metrics_row({"step": 1, "reward": 0.75, "accuracy": 0.5,
+                                "length_wrong": 3.0})
+    on_disk = pd.read_csv(run / "metrics.csv")
+    assert list(on_disk.columns) == ["step", "reward", "accuracy"]
+    assert on_disk.iloc[-1].tolist() == [1, 0.75, 0.5]
 
 
 def test_mu_and_beta_use_old_and_reference_logprobs(tokenizer, tmp_path):
