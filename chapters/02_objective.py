@@ -375,12 +375,17 @@ def kl_gradients(spread: float, vocab: int = 6, seed: int = 0) -> dict:
     }
 
 
+def gap(d: float) -> str:
+    """A difference, with float64 round-off (its last digit varies by machine) as < 1e-12."""
+    return "< 1e-12" if d < 1e-12 else f"{d:.1e}"
+
+
 grads = kl_gradients(spread=1.0)
 for name in ("k1 loss", "k2 loss", "k3 loss", "rho * k3 loss"):
     d_rev = (grads[name] - grads["reverse KL(pi||ref)"]).abs().max().item()
     d_fwd = (grads[name] - grads["forward KL(ref||pi)"]).abs().max().item()
-    print(f"{name:>14}: max|g - grad reverse KL| = {d_rev:.1e}   "
-          f"max|g - grad forward KL| = {d_fwd:.1e}   |g| = {grads[name].norm():.3f}")
+    print(f"{name:>14}: max|g - grad reverse KL| = {gap(d_rev)}   "
+          f"max|g - grad forward KL| = {gap(d_fwd)}   |g| = {grads[name].norm():.3f}")
 
 # %% [markdown]
 # Zeros (to rounding) where the algebra says so: the $k_1$ loss has no expected
