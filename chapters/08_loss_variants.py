@@ -468,12 +468,17 @@ by_correctness.round(1)
 #
 # Dr. GRPO's evidence for the length bias is a trend over a long run: under `grpo`
 # the *incorrect* responses keep getting longer, under `dr_grpo` they do not
-# {cite}`liu2025drgrpo`. A few dozen steps cannot show a trend, so the repository
+# ({cite}`liu2025drgrpo`, Figure 1). A few dozen steps cannot show a trend, so the repository
 # keeps four full-length runs of chapter 7's configuration (150 steps of 16 prompts),
 # `grpo` and `dr_grpo` with two seeds each, trained on this book's CPU with the
 # command in each run's `README.md`. Besides the overall length, the trainer logs the
 # mean length of the right and of the wrong sampled completions of every step
-# (`length_correct`, `length_wrong`):
+# (`length_correct`, `length_wrong`), and the same comparison made *inside* each group
+# (`length_gap_in_group`: over the groups that have both right and wrong answers, the
+# mean of "wrong length minus right length"). The first compares answers to different
+# problems; the second compares answers to the same problem, which is what the
+# per-response normalisation can act on, because advantages are only ever compared
+# within a group:
 
 # %%
 RUNS = REPO / "data" / "runs"
@@ -487,19 +492,27 @@ for loss in ("grpo", "dr_grpo"):
         print(f"{d.name}: {info['train_seconds']} s on {info['device']}")
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), constrained_layout=True,
-                         sharey=True)
+fig, axes = plt.subplots(1, 3, figsize=(15, 3.6), constrained_layout=True)
 for ax, loss in zip(axes, ("grpo", "dr_grpo")):
     for seed, ls in ((0, "-"), (1, "--")):
         m = full[loss, seed][0]
         for col, color in (("length_wrong", "C3"), ("length_correct", "C2")):
             ax.plot(m["step"], m[col].rolling(10, min_periods=1).mean(), ls=ls,
                     color=color, label=f"{col.split('_')[1]}, seed {seed}")
-    ax.set_title(f"loss_type = {loss}: mean length of sampled completions")
+    ax.set_title(f"{loss}: mean length, right and wrong", fontsize=10)
+    ax.set_ylim(50, 70)
+axes[0].set_ylabel("tokens (10-step mean)")
+axes[0].legend(fontsize=7, ncol=2)
+for (loss, seed), (m, _, _) in full.items():
+    axes[2].plot(m["step"], m["length_gap_in_group"].rolling(10, min_periods=1).mean(),
+                 ls="-" if seed == 0 else "--", color="C0" if loss == "grpo" else "C1",
+                 label=f"{loss}, seed {seed}")
+axes[2].axhline(0, color="gray", lw=0.8)
+axes[2].set_title("within a group: wrong minus right length", fontsize=10)
+axes[2].legend(fontsize=7)
+for ax in axes:
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
-axes[0].set_ylabel("tokens (10-step mean)")
-axes[0].legend(fontsize=8, ncol=2)
 plt.show()
 
 # %%
@@ -513,14 +526,15 @@ for (loss, seed), (m, ev, info) in full.items():
         "wrong: len steps 101-150": late["length_wrong"].mean(),
         "right: len steps 101-150": late["length_correct"].mean(),
         "gap wrong - right, 101-150": (late["length_wrong"]
-                                       - late["length_correct"]).mean()}
+                                       - late["length_correct"]).mean(),
+        "gap in group, 101-150": late["length_gap_in_group"].mean()}
 full_table = pd.DataFrame(full_rows).T
 display(full_table.round(3))
-gap = {loss: full_table.loc[[f"{loss}, seed 0", f"{loss}, seed 1"],
-                            "gap wrong - right, 101-150"].mean()
-       for loss in ("grpo", "dr_grpo")}
-print(f"late gap (wrong - right), mean of two seeds: grpo {gap['grpo']:+.1f} tokens, "
-      f"dr_grpo {gap['dr_grpo']:+.1f} tokens")
+for col in ("gap wrong - right, 101-150", "gap in group, 101-150"):
+    gap = {loss: full_table.loc[[f"{loss}, seed 0", f"{loss}, seed 1"], col].mean()
+           for loss in ("grpo", "dr_grpo")}
+    print(f"{col}, mean of two seeds: grpo {gap['grpo']:+.1f} tokens, "
+          f"dr_grpo {gap['dr_grpo']:+.1f} tokens")
 
 # %% [markdown]
 # Why would wrong answers be longer under *both* losses? A trace's length here is set
@@ -547,16 +561,20 @@ print(f"mean operators: all {held['operators'].mean():.2f}, wrong "
 # %% [markdown]
 # **Reading it.** In all four full-length runs the wrong answers get longer during
 # training and end up several tokens longer than the right ones, and they do so under
-# `dr_grpo` as well as under `grpo` (the table and the printed gaps). On this task,
-# then, "wrong answers are longer" is mostly **selection**: the errors that survive
-# training sit on the problems with more operators, whose traces are longer (the
-# operator table). Whatever part of the gap `grpo`'s per-response normalisation adds
-# is the difference between the two losses' gaps: small next to the gap itself, and
-# no larger than the spread between two seeds of one loss. That does not contradict section 8.3: the
-# per-token weights do differ exactly as computed there. It says that on a task
-# whose lengths are set by the problem, the length bias has little room to act, and
-# that a length trend in a run's logs is evidence about the loss only once it has
-# been compared with a run that differs in the loss alone, on the same problems.
+# `dr_grpo` as well as under `grpo` (the first two panels and the first printed gap).
+# Inside a group the picture is different: the wrong and the right answers to the
+# *same* problem differ by about a token, in either direction (the third panel and the
+# second printed gap). So on this task "wrong answers are longer" is mostly
+# **selection**: the errors that survive training sit on the problems with more
+# operators, whose traces are longer (the operator table), and pooling all the
+# answers of a step mixes problems of different lengths. Whatever part of the gap
+# `grpo`'s per-response normalisation adds is the difference between the two losses'
+# gaps: small next to the gap itself, and no larger than the spread between two seeds
+# of one loss. That does not contradict section 8.3: the per-token weights do differ
+# exactly as computed there. It says that on a task whose lengths are set by the
+# problem, the length bias has little room to act, and that a length trend in a
+# run's logs is evidence about the loss only once it has been compared within groups,
+# and with a run that differs in the loss alone, on the same problems.
 
 # %% [markdown]
 # ### What to notice
@@ -631,7 +649,8 @@ shutil.rmtree(runs_dir, ignore_errors=True)  # the runs were only needed for thi
 # calling `grpo_lib`.
 
 # %%
-from grpo_lib.exercises import check_aggregate, check_group_push
+from grpo_lib.exercises import (check_aggregate, check_group_push,
+                                check_length_gap_in_group)
 
 
 def my_aggregate(per_token_loss, mask, loss_type, max_completion_length):
@@ -672,3 +691,27 @@ except NotImplementedError:
 # and which setting would make `epsilon_high` matter? (c) Under `dr_grpo`, what
 # happens to the size of the gradient if you double `max_completion_length` without
 # changing anything else, and why does that matter less with AdamW than with SGD?
+
+# %% [markdown]
+# **8.4 — Inside the groups.** Write `my_length_gap(lengths, correct, group_size)`:
+# `lengths` is a `[B]` tensor of token counts with the groups of `group_size`
+# contiguous, `correct` a list of `B` bools. Over the groups that have at least one
+# right and one wrong completion, return the mean of "mean wrong length minus mean
+# right length"; `nan` when no group has both. This is the trainer's
+# `length_gap_in_group` metric of the full-length runs. Then: on a batch with two
+# groups, lengths `[10, 10, 30, 30]` and `correct = [True, True, True, False]`, what
+# do the pooled gap and the within-group gap say, and which one describes a choice the
+# policy made?
+
+# %%
+def my_length_gap(lengths, correct, group_size):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_length_gap_in_group(my_length_gap)
+except NotImplementedError:
+    print("Not implemented yet: view lengths and correct as [P, G]; keep the rows with "
+          "both kinds; average (wrong mean - right mean) over those rows.")
+

@@ -76,6 +76,7 @@ METRIC_COLUMNS = [
     "completion_length_max",
     "length_correct",
     "length_wrong",
+    "length_gap_in_group",
     "truncated_frac",
     "entropy",
     "kl",
@@ -965,6 +966,9 @@ class GRPOTrainer:
             # kind (NaN when the step has none of that kind)
             "length_correct": _masked_mean(lengths, correct, True),
             "length_wrong": _masked_mean(lengths, correct, False),
+            # the same comparison within a prompt's group, free of "harder problems
+            # have longer traces": mean over mixed groups of (wrong - right) length
+            "length_gap_in_group": _length_gap_in_group(lengths, correct, G),
             "truncated_frac": 1.0 - all_rollout.finished.float().mean().item(),
             "zero_std_frac": (grouped == grouped[:, :1]).all(1).float().mean().item(),
             "lr": lr,
@@ -1327,6 +1331,25 @@ def _masked_mean(values: torch.Tensor, flags: Sequence[bool], keep: bool) -> flo
     """Mean of ``values[i]`` over the ``i`` with ``flags[i] == keep``; NaN if none."""
     chosen = [v for v, f in zip(values.tolist(), flags) if bool(f) == keep]
     return float(np.mean(chosen)) if chosen else float("nan")
+
+
+def _length_gap_in_group(
+    lengths: torch.Tensor, correct: Sequence[bool], group_size: int
+) -> float:
+    """Mean over groups with right *and* wrong completions of
+    mean(len wrong) - mean(len right); NaN when no group is mixed.
+
+    ``lengths``: [B] with B = num_groups * group_size, groups contiguous.
+    """
+    lens = lengths.float().view(-1, group_size)  # [P, G]
+    ok = torch.tensor([bool(c) for c in correct]).view(-1, group_size)  # [P, G]
+    n_ok = ok.sum(1)  # [P]
+    mixed = (n_ok > 0) & (n_ok < group_size)  # [P]
+    if not mixed.any():
+        return float("nan")
+    right = (lens * ok).sum(1) / n_ok.clamp(min=1)  # [P]
+    wrong = (lens * ~ok).sum(1) / (group_size - n_ok).clamp(min=1)  # [P]
+    return (wrong - right)[mixed].mean().item()
 
 
 def build_reward_funcs(specs: Sequence) -> list[Callable]:

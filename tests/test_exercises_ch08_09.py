@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from grpo_lib.exercises import (check_aggregate, check_group_push,
-                                check_informative_groups, check_zero_std_frac)
-from grpo_lib.exercises.ch08 import reference_group_push
+                                check_informative_groups, check_length_gap_in_group,
+                                check_zero_std_frac)
+from grpo_lib.exercises.ch08 import _pooled_gap, reference_group_push
 from grpo_lib.exercises.ch09 import (reference_informative_groups,
                                      reference_zero_std_frac)
 
@@ -36,6 +37,14 @@ def solution_group_push(num_right, group_size, scale):
     return total / (std + 1e-4)
 
 
+def solution_length_gap_in_group(lengths, correct, group_size):
+    lens = lengths.float().view(-1, group_size)  # [P, G]
+    ok = torch.tensor(correct).view(-1, group_size)  # [P, G]
+    gaps = [(row[~k].mean() - row[k].mean()).item()
+            for row, k in zip(lens, ok) if k.any() and not k.all()]
+    return sum(gaps) / len(gaps) if gaps else float("nan")
+
+
 # ---------------------------------------------------------------- solutions (ch09.md)
 def solution_zero_std_frac(rewards, group_size):
     grouped = torch.tensor(rewards).view(-1, group_size)  # [groups, G]
@@ -50,6 +59,7 @@ def solution_informative_groups(rewards, group_size):
 def test_checkers_accept_the_solutions(capsys):
     assert check_aggregate(solution_aggregate) is True
     assert check_group_push(solution_group_push) is True
+    assert check_length_gap_in_group(solution_length_gap_in_group) is True
     assert check_zero_std_frac(solution_zero_std_frac) is True
     assert check_informative_groups(solution_informative_groups) is True
     out = capsys.readouterr().out
@@ -131,3 +141,15 @@ def test_informative_groups_rejects_the_dead_groups():
 
     with pytest.raises(AssertionError, match="dead groups"):
         check_informative_groups(dead)
+
+
+def test_length_gap_checker_names_the_pooled_gap_and_the_sign():
+    with pytest.raises(AssertionError, match="pooled gap over the whole batch"):
+        check_length_gap_in_group(lambda lengths, correct, G: _pooled_gap(lengths, correct))
+    with pytest.raises(AssertionError, match="sign is flipped"):
+        check_length_gap_in_group(
+            lambda lengths, correct, G: -solution_length_gap_in_group(lengths, correct, G))
+    with pytest.raises(AssertionError, match="expected NaN"):
+        check_length_gap_in_group(
+            lambda lengths, correct, G: (solution_length_gap_in_group(lengths, correct, G)
+                                         if not all(correct) else 0.0))

@@ -19,6 +19,7 @@ from grpo_lib.trainer import (
     METRIC_COLUMNS,
     GRPOConfig,
     GRPOTrainer,
+    _length_gap_in_group,
     _lr_multiplier,
     _masked_mean,
     load_config,
@@ -190,6 +191,7 @@ def test_short_run_learns_and_logs(tokenizer, tmp_path):
     assert trainer.ref_model is None
     # a random model answers nothing right: every completion counts as wrong
     assert (metrics["accuracy"] == 0).all() and metrics["length_correct"].isna().all()
+    assert metrics["length_gap_in_group"].isna().all()  # no group is mixed
     assert metrics["length_wrong"].tolist() == pytest.approx(
         metrics["completion_length"].tolist()
     )
@@ -206,6 +208,11 @@ def test_length_of_right_and_wrong_completions():
     assert _masked_mean(lengths, correct, True) == 5.0
     assert _masked_mean(lengths, correct, False) == 15.0
     assert math.isnan(_masked_mean(lengths, [True] * 4, False))
+    # groups of 2: (right 4, wrong 10) -> +6; (right 6, wrong 20) -> +14; mean +10
+    assert _length_gap_in_group(lengths, correct, 2) == 10.0
+    # a group with no wrong answer is left out; none mixed -> NaN
+    assert _length_gap_in_group(lengths, [True, True, False, True], 2) == -14.0
+    assert math.isnan(_length_gap_in_group(lengths, [True] * 4, 2))
 
 
 def test_metrics_rows_follow_an_existing_header(tokenizer, tmp_path):

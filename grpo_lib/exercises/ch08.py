@@ -121,3 +121,64 @@ def check_group_push(fn) -> bool:
     print("check_group_push: correct for G in (2, 4, 8, 16), every k, with and "
           "without the std.")
     return True
+
+
+def _pooled_gap(lengths: torch.Tensor, correct: list[bool]) -> float:
+    """mean(len wrong) - mean(len right) over the whole batch (groups ignored)."""
+    ok = torch.tensor(correct)
+    if ok.all() or not ok.any():
+        return float("nan")
+    lens = lengths.float()
+    return (lens[~ok].mean() - lens[ok].mean()).item()
+
+
+def _gap_cases():
+    yield torch.tensor([4, 10, 6, 20]), [True, False, True, False], 2  # +6, +14 -> +10
+    yield torch.tensor([4, 10, 6, 20]), [True, True, False, True], 2  # 1 mixed: -14
+    yield torch.tensor([4, 10, 6, 20]), [True] * 4, 2  # none mixed: NaN
+    yield torch.tensor([3, 9, 30, 50]), [False, True, False, False], 4  # one group
+    g = torch.Generator().manual_seed(84)
+    for P, G in ((3, 4), (5, 8), (2, 16)):
+        lengths = torch.randint(1, 64, (P * G,), generator=g)
+        correct = (torch.rand(P * G, generator=g) < 0.5).tolist()
+        yield lengths, correct, G
+
+
+def check_length_gap_in_group(fn) -> bool:
+    r"""Check ``fn(lengths, correct, group_size) -> float``: the within-group length gap.
+
+    ``lengths``: ``[B]`` token counts with ``B = P * group_size`` and groups contiguous;
+    ``correct``: ``B`` bools. Over the groups that have at least one right *and* one
+    wrong completion, the mean of mean(len wrong) - mean(len right); NaN when no group
+    is mixed. The reference is the trainer's ``length_gap_in_group`` metric.
+    """
+    from ..trainer import _length_gap_in_group
+
+    for lengths, correct, G in _gap_cases():
+        expected = _length_gap_in_group(lengths, correct, G)
+        where = f"lengths={lengths.tolist()}, correct={correct}, group_size={G}"
+        try:
+            got = float(fn(lengths.clone(), list(correct), G))
+        except (TypeError, ValueError) as err:
+            raise AssertionError(f"{where}: expected a number, got an error or a "
+                                 f"non-number ({err}).") from None
+        if math.isnan(expected):
+            if not math.isnan(got):
+                raise AssertionError(
+                    f"{where}: no group has both right and wrong answers, so there is "
+                    f"nothing to compare: expected NaN, got {got:.4f}.")
+            continue
+        if math.isclose(got, expected, rel_tol=1e-5, abs_tol=1e-5):
+            continue
+        hint = ""
+        pooled = _pooled_gap(lengths, correct)
+        if math.isclose(got, pooled, rel_tol=1e-5, abs_tol=1e-5):
+            hint = (" That is the pooled gap over the whole batch: compare the right and "
+                    "wrong answers inside each group (lengths.view(-1, group_size)), "
+                    "then average over the mixed groups.")
+        elif math.isclose(got, -expected, rel_tol=1e-5, abs_tol=1e-5):
+            hint = " The sign is flipped: wrong minus right."
+        raise AssertionError(f"{where}: expected {expected:.4f}, got {got:.4f}.{hint}")
+    print("check_length_gap_in_group: agrees with the trainer's metric on hand-made and "
+          "random batches, NaN when no group is mixed.")
+    return True
