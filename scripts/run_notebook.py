@@ -11,7 +11,9 @@ Steps:
 2. execute it with nbclient in the ``chapters/`` directory, in a ``python3`` kernel that
    runs *this* interpreter (the current virtual environment), with ``GRPO_PROFILE`` set
    from ``--profile`` (default: the environment's ``GRPO_PROFILE``, else ``cpu``);
-3. write ``chapters/NN_slug.ipynb`` with its outputs and print the wall time.
+3. write ``chapters/NN_slug.ipynb`` with its outputs and print the wall time. Cells whose
+   type and source are unchanged keep the ids they had in the existing notebook, and no
+   per-cell timestamps are stored, so a re-execution's diff shows what changed.
 
 A ``.ipynb`` argument is accepted too: its ``.py`` twin is used when it exists, otherwise
 the notebook itself is re-executed. The exit code is non-zero when a cell fails; the
@@ -77,13 +79,40 @@ def execute(nb, workdir: Path, timeout: int | None) -> Exception | None:
 
     client = NotebookClient(
         nb, km=current_env_kernel_manager(), timeout=timeout, kernel_name="python3",
-        resources={"metadata": {"path": str(workdir)}},
+        resources={"metadata": {"path": str(workdir)}}, record_timing=False,
     )
     try:
         client.execute(cwd=str(workdir))
     except CellExecutionError as err:
         return err
     return None
+
+
+def keep_cell_ids(nb, previous: Path) -> int:
+    """Give each cell of ``nb`` the id of the first unused cell of the same type and
+    source in the notebook at ``previous`` (if it exists); return how many were kept."""
+    import uuid
+
+    import nbformat
+
+    if not previous.exists():
+        return 0
+    unused: dict[tuple[str, str], list[str]] = {}
+    for cell in nbformat.read(previous, as_version=4).cells:
+        if "id" in cell:
+            unused.setdefault((cell.cell_type, cell.source), []).append(cell.id)
+    kept = 0
+    for cell in nb.cells:
+        ids = unused.get((cell.cell_type, cell.source))
+        if ids:
+            cell.id = ids.pop(0)
+            kept += 1
+    seen: set[str] = set()
+    for cell in nb.cells:  # a fresh id that happens to equal a kept one is replaced
+        while cell.get("id") in seen:
+            cell.id = uuid.uuid4().hex[:8]
+        seen.add(cell.get("id"))
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     nb, source = load_notebook(args.source)
     out = args.output or source.with_suffix(".ipynb")
+    keep_cell_ids(nb, out)
     chosen = args.profile or os.environ.get("GRPO_PROFILE", "").strip().lower() or "cpu"
     if chosen not in PROFILES:
         raise SystemExit(f"run_notebook: unknown profile {chosen!r}; choose one of "

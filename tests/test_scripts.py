@@ -1,0 +1,58 @@
+"""The book's helper scripts (scripts/run_notebook.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import nbformat
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def _run_notebook_module():
+    spec = importlib.util.spec_from_file_location("run_notebook", SCRIPTS / "run_notebook.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _nb(cells):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = cells
+    return nb
+
+
+def test_keep_cell_ids_reuses_ids_of_unchanged_cells(tmp_path):
+    keep_cell_ids = _run_notebook_module().keep_cell_ids
+    old = _nb([nbformat.v4.new_markdown_cell("# Title"),
+               nbformat.v4.new_code_cell("x = 1"),
+               nbformat.v4.new_code_cell("x = 1"),
+               nbformat.v4.new_code_cell("print(x)")])
+    for cell, cid in zip(old.cells, ["aaaa0001", "aaaa0002", "aaaa0003", "aaaa0004"]):
+        cell.id = cid
+    path = tmp_path / "old.ipynb"
+    nbformat.write(old, path)
+
+    # the new source: one cell edited, one inserted, one fresh id equal to an old one
+    new = _nb([nbformat.v4.new_markdown_cell("# Title"),
+               nbformat.v4.new_code_cell("x = 1"),
+               nbformat.v4.new_code_cell("y = 2"),
+               nbformat.v4.new_code_cell("x = 1"),
+               nbformat.v4.new_code_cell("print(x, y)")])
+    new.cells[2].id = "aaaa0001"  # collides with the id the title will take back
+    kept = keep_cell_ids(new, path)
+
+    ids = [c.id for c in new.cells]
+    assert kept == 3
+    assert ids[0] == "aaaa0001" and ids[1] == "aaaa0002" and ids[3] == "aaaa0003"
+    assert len(set(ids)) == len(ids)  # the colliding fresh id was replaced
+    nbformat.validate(new)
+
+
+def test_keep_cell_ids_without_a_previous_notebook(tmp_path):
+    keep_cell_ids = _run_notebook_module().keep_cell_ids
+    new = _nb([nbformat.v4.new_code_cell("x = 1")])
+    before = new.cells[0].id
+    assert keep_cell_ids(new, tmp_path / "missing.ipynb") == 0
+    assert new.cells[0].id == before
