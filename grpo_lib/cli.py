@@ -6,7 +6,20 @@ can also be done from a notebook or a script.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+
+
+@contextlib.contextmanager
+def _setup_errors(command: str):
+    """Report a setup mistake (a missing file, a bad config value, a model folder that is
+    not there) as one line and exit with status 2; errors during training keep their
+    traceback."""
+    try:
+        yield
+    except (ValueError, TypeError, OSError) as err:
+        print(f"python -m grpo_lib {command}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _make_data(args: argparse.Namespace) -> None:
@@ -34,8 +47,9 @@ def _eval(args: argparse.Namespace) -> None:
     from .tasks import load_task_split
 
     P = profile()
-    model, tokenizer = load_model_and_tokenizer(args.model, device=P.device)
-    dataset = load_task_split(args.task, args.split)
+    with _setup_errors("eval"):
+        model, tokenizer = load_model_and_tokenizer(args.model, device=P.device)
+        dataset = load_task_split(args.task, args.split)
     table = evaluate(model, tokenizer, dataset, n=args.n, batch_size=args.batch_size,
                      max_new_tokens=args.max_new_tokens, num_samples=args.samples,
                      temperature=args.temperature, prompt_format=args.prompt_format,
@@ -48,15 +62,18 @@ def _eval(args: argparse.Namespace) -> None:
 
 
 def _train(args: argparse.Namespace) -> None:
-    from .trainer import train_from_yaml
+    from .trainer import run_training, trainer_from_yaml
 
-    train_from_yaml(args.config, overrides=args.set or [])
+    with _setup_errors("train"):
+        trainer = trainer_from_yaml(args.config, overrides=args.set or [])
+    run_training(trainer)
 
 
 def _plot(args: argparse.Namespace) -> None:
     from .plots import plot_run
 
-    path = plot_run(args.run_dir, save=args.out)
+    with _setup_errors("plot"):
+        path = plot_run(args.run_dir, save=args.out)
     print(f"wrote {path}")
 
 

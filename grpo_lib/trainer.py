@@ -208,6 +208,8 @@ class GRPOConfig:
     """Write a checkpoint after the last step."""
     resume_from_checkpoint: str | None = None
     """A checkpoint-<step> folder to resume from, or ``"latest"`` (in output_dir)."""
+    overwrite_output_dir: bool = False
+    """Let a fresh run delete an earlier run's checkpoints in output_dir (default: refuse)."""
     device: str | None = None
     """Device for train_from_yaml (``None``: the profile's, CUDA when available)."""
 
@@ -610,6 +612,8 @@ class GRPOTrainer:
         )  # data order: epoch and index into its permutation
         self.history: list[dict] = []
         self.output_dir = Path(config.output_dir)
+        if not config.resume_from_checkpoint and not config.overwrite_output_dir:
+            _refuse_to_overwrite_checkpoints(self.output_dir)
         self._warned: set[tuple[str, str]] = set()
         self._flag = {"interrupted": False}
         self._pad_id = (
@@ -1252,6 +1256,13 @@ class GRPOTrainer:
         else:
             for name in ("metrics.csv", "eval.csv", "samples.jsonl"):
                 (self.output_dir / name).unlink(missing_ok=True)
+            if cfg.overwrite_output_dir:
+                old = _checkpoint_dirs(self.output_dir)
+                for path in old:
+                    shutil.rmtree(path)
+                if old:
+                    self._print(f"overwrite_output_dir: deleted {len(old)} checkpoint(s) "
+                                f"of an earlier run in {self.output_dir}.")
             random.seed(cfg.seed)
             np.random.seed(cfg.seed)
             torch.manual_seed(cfg.seed)
@@ -1331,6 +1342,27 @@ def _masked_mean(values: torch.Tensor, flags: Sequence[bool], keep: bool) -> flo
     """Mean of ``values[i]`` over the ``i`` with ``flags[i] == keep``; NaN if none."""
     chosen = [v for v, f in zip(values.tolist(), flags) if bool(f) == keep]
     return float(np.mean(chosen)) if chosen else float("nan")
+
+
+def _checkpoint_dirs(output_dir: Path) -> list[Path]:
+    """The ``checkpoint-<step>`` folders in ``output_dir``, in step order."""
+    if not output_dir.is_dir():
+        return []
+    found = [p for p in output_dir.glob("checkpoint-*")
+             if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
+def _refuse_to_overwrite_checkpoints(output_dir: Path) -> None:
+    """A fresh run must not mix with (or silently replace) an earlier run's checkpoints:
+    ``resume_from_checkpoint="latest"`` would later pick the wrong run's."""
+    found = _checkpoint_dirs(output_dir)
+    if found:
+        names = ", ".join(p.name for p in found[:4]) + (", ..." if len(found) > 4 else "")
+        raise FileExistsError(
+            f"output_dir {output_dir} already holds checkpoints of an earlier run "
+            f"({names}). Continue that run with resume_from_checkpoint=latest, pick "
+            f"another output_dir, or set overwrite_output_dir=true to delete them.")
 
 
 def _length_gap_in_group(
@@ -1423,10 +1455,11 @@ def load_config(
     return GRPOConfig.from_dict(values).validate()
 
 
-def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):
-    """Load the model, data and rewards a YAML config names, train, return the metrics.
+def trainer_from_yaml(path: str | Path, overrides: Sequence[str] = ()) -> "GRPOTrainer":
+    """Load the config, model, data and rewards a YAML config names; return the trainer.
 
-    What ``python -m grpo_lib train --config PATH --set key=value ...`` runs.
+    Everything that can go wrong before the first step (a missing file, a bad field, a
+    model folder that is not there) raises here, before any training starts.
     """
     from .models import load_model_and_tokenizer
     from .profiles import profile
@@ -1443,7 +1476,20 @@ def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):
         if (config.eval_every or config.eval_on_start)
         else None
     )
-    trainer = GRPOTrainer(model, tokenizer, None, config, train_dataset, eval_dataset)
+    return GRPOTrainer(model, tokenizer, None, config, train_dataset, eval_dataset)
+
+
+def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):
+    """Load the model, data and rewards a YAML config names, train, return the metrics.
+
+    What ``python -m grpo_lib train --config PATH --set key=value ...`` runs.
+    """
+    return run_training(trainer_from_yaml(path, overrides))
+
+
+def run_training(trainer: "GRPOTrainer"):
+    """Run ``trainer`` to its ``max_steps``; print the time and the last step's summary."""
+    config = trainer.config
     t0 = time.perf_counter()
     metrics = trainer.train()
     print(

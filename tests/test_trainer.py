@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -24,6 +25,8 @@ from grpo_lib.trainer import (
     _masked_mean,
     load_config,
 )
+
+REPO = Path(__file__).resolve().parents[1]
 
 ROWS = [
     {
@@ -392,6 +395,47 @@ def test_ctrl_c_saves_a_checkpoint_that_resumes_exactly(tokenizer, tmp_path):
         ROWS,
     ).train()
     assert torch.equal(_params(resumed_model), _params(reference_model))
+
+
+def test_fresh_run_refuses_an_earlier_runs_checkpoints(tokenizer, tmp_path):
+    config = _config(tmp_path, max_steps=2, save_every=1)
+    GRPOTrainer(random_model(tokenizer, size="micro", seed=0), tokenizer,
+                [digit_share], config, ROWS).train()
+    run = tmp_path / "run"
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-1",
+                                                                "checkpoint-2"]
+    before = (run / "checkpoint-2" / "trainer_state.json").read_text()
+    # the same run started again from scratch: refused, nothing touched
+    with pytest.raises(FileExistsError, match="resume_from_checkpoint=latest"):
+        GRPOTrainer(random_model(tokenizer, size="micro", seed=1), tokenizer,
+                    [digit_share], config, ROWS)
+    assert (run / "checkpoint-2" / "trainer_state.json").read_text() == before
+    # resuming is allowed, and so is an explicit overwrite, which removes the old ones
+    GRPOTrainer(random_model(tokenizer, size="micro", seed=0), tokenizer, [digit_share],
+                _config(tmp_path, max_steps=3, resume_from_checkpoint="latest"), ROWS)
+    trainer = GRPOTrainer(random_model(tokenizer, size="micro", seed=1), tokenizer,
+                          [digit_share], _config(tmp_path, max_steps=1,
+                                                 overwrite_output_dir=True), ROWS)
+    trainer.train()
+    assert [p.name for p in run.glob("checkpoint-*")] == []
+    assert pd.read_csv(run / "metrics.csv")["step"].tolist() == [1]
+
+
+def test_cli_reports_setup_errors_in_one_line(tmp_path, capsys):
+    from grpo_lib.cli import main
+
+    for argv, expected in (
+        (["train", "--config", str(tmp_path / "missing.yaml")], "No config file at"),
+        (["train", "--config", str(REPO / "configs" / "r1_zero_arithmetic.yaml"), "--set",
+          "num_generations=1"], "num_generations=1"),
+        (["plot", str(tmp_path)], "No metrics.csv in"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"python -m grpo_lib {argv[0]}: error: ") and expected in err
+        assert "Traceback" not in err
 
 
 def test_cli_train_from_yaml(tokenizer, tmp_path):
