@@ -612,7 +612,9 @@ class GRPOTrainer:
         )  # data order: epoch and index into its permutation
         self.history: list[dict] = []
         self.output_dir = Path(config.output_dir)
-        if not config.resume_from_checkpoint and not config.overwrite_output_dir:
+        if config.resume_from_checkpoint:
+            self.resolve_checkpoint(config.resume_from_checkpoint)  # fail before training
+        elif not config.overwrite_output_dir:
             _refuse_to_overwrite_checkpoints(self.output_dir)
         self._warned: set[tuple[str, str]] = set()
         self._flag = {"interrupted": False}
@@ -1158,27 +1160,30 @@ class GRPOTrainer:
         os.replace(tmp, final)
         return final
 
-    def load_checkpoint(self, path: str | Path) -> None:
-        """Restore model, optimizer, scheduler, RNGs, step and data order."""
-        from safetensors.torch import load_file
-
-        path = Path(path)
+    def resolve_checkpoint(self, path: str | Path) -> Path:
+        """The checkpoint folder ``path`` names (``"latest"``: the highest step in
+        output_dir); raises ``FileNotFoundError`` saying what to pass instead."""
         if str(path) == "latest":
-            found = sorted(
-                self.output_dir.glob("checkpoint-*"),
-                key=lambda p: int(p.name.split("-")[-1]),
-            )
+            found = _checkpoint_dirs(self.output_dir)
             if not found:
                 raise FileNotFoundError(
                     f"resume_from_checkpoint='latest' but "
                     f"{self.output_dir} has no checkpoint-<step> folder."
                 )
-            path = found[-1]
+            return found[-1]
+        path = Path(path)
         if not (path / "trainer_state.json").exists():
             raise FileNotFoundError(
                 f"{path} is not a checkpoint (no trainer_state.json); "
                 f"pass a folder such as {self.output_dir}/checkpoint-10."
             )
+        return path
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore model, optimizer, scheduler, RNGs, step and data order."""
+        from safetensors.torch import load_file
+
+        path = self.resolve_checkpoint(path)
         weights = {}
         for file in sorted(path.glob("*.safetensors")):
             weights.update(load_file(file, device=str(self.device)))

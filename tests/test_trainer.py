@@ -429,6 +429,10 @@ def test_cli_reports_setup_errors_in_one_line(tmp_path, capsys):
         (["train", "--config", str(REPO / "configs" / "r1_zero_arithmetic.yaml"), "--set",
           "num_generations=1"], "num_generations=1"),
         (["plot", str(tmp_path)], "No metrics.csv in"),
+        (["train", "--config", str(REPO / "configs" / "r1_zero_arithmetic.yaml"),
+          "--set", f"model_name_or_path={REPO / 'data' / 'models' / 'tiny-qwen2-base'}",
+          "--set", "device=cpu", "--set", f"output_dir={tmp_path / 'empty'}",
+          "--set", "resume_from_checkpoint=latest"], "has no checkpoint-<step> folder"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
