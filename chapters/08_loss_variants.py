@@ -577,6 +577,47 @@ print(f"mean operators: all {held['operators'].mean():.2f}, wrong "
 # and with a run that differs in the loss alone, on the same problems.
 
 # %% [markdown]
+# ### The same seed on another CPU
+#
+# How large is "the spread between two seeds"? Chapter 7's stored run
+# (`data/runs/ch07_r1_zero_cpu`) is the `grpo, seed 0` run above: same config, same
+# seed, same trainer, one torch thread, executed later on a machine with a different
+# CPU model. Compare the two step by step:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+other = pd.read_csv(RUNS / "ch07_r1_zero_cpu" / "metrics.csv")
+other_eval = pd.read_csv(RUNS / "ch07_r1_zero_cpu" / "eval.csv").set_index("step")
+first_run = full["grpo", 0][0]
+d_norm = (other["grad_norm"] - first_run["grad_norm"]).abs()
+same_samples = (other["reward"] == first_run["reward"]) & (
+    other["completion_length"] == first_run["completion_length"])
+part = int(other.loc[~same_samples, "step"].min())
+print(f"step 1: |difference in gradient norm| = {d_norm.iloc[0]:.1e} "
+      f"(of {first_run['grad_norm'].iloc[0]:.3f})")
+print(f"sampled rewards and lengths identical through step {part - 1}, "
+      f"different from step {part} on")
+print(f"held-out strict at step 150: first CPU {full['grpo', 0][1].loc[150, 'strict_acc']:.3f}, "
+      f"other CPU {other_eval.loc[150, 'strict_acc']:.3f}; the four runs above range "
+      f"from {full_table['held-out strict @150'].min():.3f} to "
+      f"{full_table['held-out strict @150'].max():.3f}")
+late = other[other["step"] > 100]
+print(f"other CPU, steps 101-150: gap wrong - right {(late['length_wrong'] - late['length_correct']).mean():+.1f} "
+      f"tokens, gap in group {late['length_gap_in_group'].mean():+.1f} tokens")
+
+# %% [markdown]
+# The two CPUs round the same float32 sums differently (their vectorised kernels add
+# in a different order), so the very first gradient already differs in its last
+# digits. For a while that changes nothing visible: the sampled tokens are the same
+# as long as no probability lands on the other side of a random draw. Once one token
+# differs, the two runs see different completions, different advantages and
+# different updates, and they are as unrelated as two seeds: the final accuracy moves
+# within the range that the four seeded runs span, while the length story (a pooled
+# gap of several tokens, a within-group gap near zero) is the same.
+# So "seed 0" names a run only together with the machine, and a single run per
+# variant cannot separate variants whose accuracies differ by a few points.
+
+# %% [markdown]
 # ### What to notice
 #
 # The cell below turns the comparison table into sentences, so that every number in
