@@ -66,6 +66,18 @@ def _strip_docstring(source: str) -> str:
     return source
 
 
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux, else ``platform``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def environment() -> dict[str, str]:
     """Versions of Python and the key libraries, the device and the profile."""
     import torch
@@ -79,9 +91,13 @@ def environment() -> dict[str, str]:
             info[name] = getattr(module, "__version__", "?")
         except Exception:  # noqa: BLE001 - optional packages may be absent or broken
             info[name] = "not installed"
+    threads = torch.get_num_threads()
     info["device"] = (torch.cuda.get_device_name(0) if torch.cuda.is_available()
                       else f"CPU ({platform.processor() or platform.machine()}, "
-                           f"{torch.get_num_threads()} threads)")
+                           f"{threads} thread{'s' if threads != 1 else ''})")
+    # the CPU model and the kernels torch picked for it: runs with the same seed on two
+    # CPUs round differently and part ways after a few dozen steps (chapter 8)
+    info["cpu"] = f"{cpu_model()}; torch kernels {torch.backends.cpu.get_cpu_capability()}"
     info["profile"] = str(profile())
     return info
 

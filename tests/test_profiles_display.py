@@ -120,6 +120,7 @@ def test_environment_has_versions_device_and_profile(monkeypatch, no_cuda):
     info = display.environment()
     assert info["torch"] == torch.__version__
     assert info["device"].startswith("CPU (")
+    assert "torch kernels" in info["cpu"] and info["cpu"].split(";")[0].strip()
     assert info["profile"] == "profile=smoke device=cpu dtype=float32"
     for key in ("python", "transformers", "tokenizers", "datasets", "trl"):
         assert info[key]
