@@ -66,7 +66,10 @@ def _train(args: argparse.Namespace) -> None:
 
     with _setup_errors("train"):
         trainer = trainer_from_yaml(args.config, overrides=args.set or [])
-    run_training(trainer)
+    try:
+        run_training(trainer)
+    except KeyboardInterrupt:  # the trainer saved a checkpoint and said how to resume
+        raise SystemExit(130) from None
 
 
 def _plot(args: argparse.Namespace) -> None:

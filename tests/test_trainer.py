@@ -503,3 +503,17 @@ def test_reward_callables_name_themselves_in_the_config(tokenizer, tmp_path):
     assert metrics["reward/always_one"].tolist() == [1.0]
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
     assert saved["reward_funcs"] == ["digit_share", "always_one", "digit_share"]
+
+
+def test_cli_exits_130_after_an_interrupted_run(monkeypatch, tmp_path):
+    import grpo_lib.cli as cli
+    import grpo_lib.trainer as trainer_module
+
+    def interrupted(trainer):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer_module, "trainer_from_yaml", lambda path, overrides: None)
+    monkeypatch.setattr(trainer_module, "run_training", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--config", str(tmp_path / "any.yaml")])
+    assert exit_info.value.code == 130
