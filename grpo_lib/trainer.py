@@ -1217,6 +1217,10 @@ class GRPOTrainer:
             state["position"],
         )
         self._print(f"resumed from {path} (step {self.step})")
+        if self.step >= self.config.max_steps:
+            self._print(f"the checkpoint is at step {self.step} and max_steps is "
+                        f"{self.config.max_steps}: nothing left to train. Raise max_steps "
+                        f"to go on (the learning-rate schedule is set by max_steps).")
 
     def _truncate_logs(self) -> None:
         """On resume, drop log rows written after the checkpoint's step."""
