@@ -124,12 +124,11 @@ def check_group_push(fn) -> bool:
 
 
 def _pooled_gap(lengths: torch.Tensor, correct: list[bool]) -> float:
-    """mean(len wrong) - mean(len right) over the whole batch (groups ignored)."""
-    ok = torch.tensor(correct)
-    if ok.all() or not ok.any():
-        return float("nan")
-    lens = lengths.float()
-    return (lens[~ok].mean() - lens[ok].mean()).item()
+    """mean(len wrong) - mean(len right) over the whole batch (groups ignored): the
+    trainer's ``length_wrong - length_correct``, NaN when either kind is missing."""
+    from ..trainer import _masked_mean
+
+    return _masked_mean(lengths, correct, False) - _masked_mean(lengths, correct, True)
 
 
 def _gap_cases():
