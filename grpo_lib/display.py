@@ -7,33 +7,117 @@ import textwrap
 from typing import Any, Callable
 
 
-def show_source(obj: Callable | type | Any, *, docstring: bool = True) -> None:
-    """Display the source of a library function or class, with its file and first line.
+#: the book's limits for shown source: a rendered column fits about 88 characters, and a
+#: function longer than about 40 lines is shown in parts (the lines that carry the idea)
+MAX_SHOWN_LINES = 45
+MAX_LINE_CHARS = 88
+
+
+def show_source(obj: Callable | type | Any, *, docstring: bool = True,
+                start: str | None = None, end: str | None = None,
+                max_lines: int | None = MAX_SHOWN_LINES) -> None:
+    """Display the source of a library function or class, with its file and line numbers.
 
     The book's rule: the library is the single source of truth; a chapter *shows* the
     function it introduces (with this helper) and then calls it. Renders as a highlighted
     code block in Jupyter and as plain text elsewhere.
+
+    ``start``/``end`` show a part: from the first line containing the text ``start``
+    through the first line after it containing ``end`` (either may be omitted), with a
+    pointer to the whole function. A shown block longer than ``max_lines`` lines, or with
+    a line over 88 characters, raises ``ValueError`` (it would not read well in the
+    book's column); pass ``max_lines=None`` to see any length.
     """
     try:
-        lines, start = inspect.getsourcelines(obj)
+        lines, first = inspect.getsourcelines(obj)
         path = inspect.getsourcefile(obj) or "?"
     except (OSError, TypeError) as err:
-        raise TypeError(f"show_source needs a function or class defined in Python, got {obj!r}: {err}") from None
-    source = textwrap.dedent("".join(lines))
-    if not docstring:
-        source = _strip_docstring(source)
-    header = f"# {_display_path(path)}, line {start}"
+        raise TypeError(f"show_source needs a function or class defined in Python, "
+                        f"got {obj!r}: {err}") from None
+    name = getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
+    where = _display_path(path)
+    if start is None and end is None:
+        source = textwrap.dedent("".join(lines))
+        if not docstring:
+            source = _strip_docstring(source)
+        header = f"# {where}, line {first}"
+        footer = ""
+    else:
+        lo, hi = _part(lines, start, end, name)
+        source = textwrap.dedent("".join(lines[lo:hi + 1]))
+        header = (f"# {where}, lines {first + lo}-{first + hi} of {name} "
+                  f"(lines {first}-{first + len(lines) - 1})")
+        footer = f"# ... the whole function: show_source({name}, max_lines=None)\n"
+    _check_shown(source, name, max_lines)
     try:
         from IPython import get_ipython
         from IPython.display import Markdown, display
 
         if get_ipython() is not None:
-            display(Markdown(f"```python\n{header}\n{source}```"))
+            display(Markdown(f"```python\n{header}\n{source}{footer}```"))
             return
     except ImportError:
         pass
     print(header)
-    print(source)
+    print(source + footer, end="")
+
+
+def say(markdown: str) -> None:
+    """Show a sentence of prose whose numbers come from the outputs above it.
+
+    The book's prose never types a measured number by hand: a cell computes it and says
+    it with this helper, which renders Markdown in Jupyter (and in the built book) and
+    prints the text elsewhere.
+    """
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+
+        if get_ipython() is not None:
+            display(Markdown(markdown))
+            return
+    except ImportError:
+        pass
+    print(markdown)
+
+
+def _part(lines: list[str], start: str | None, end: str | None,
+          name: str) -> tuple[int, int]:
+    """Indices (inclusive) of the lines from the one containing ``start`` to ``end``."""
+    lo = 0
+    if start is not None:
+        hits = [i for i, line in enumerate(lines) if start in line]
+        if not hits:
+            raise ValueError(f"show_source({name}): no line contains start={start!r}; "
+                             f"pick a text from the function's source")
+        lo = hits[0]
+    hi = len(lines) - 1
+    if end is not None:
+        hits = [i for i, line in enumerate(lines) if i >= lo and end in line]
+        if not hits:
+            raise ValueError(f"show_source({name}): no line at or after start contains "
+                             f"end={end!r}")
+        hi = hits[0]
+    return lo, hi
+
+
+def _check_shown(source: str, name: str, max_lines: int | None) -> None:
+    """Raise when the shown code would not read well in the book's column."""
+    if max_lines is None:
+        return
+    shown = source.splitlines()
+    if len(shown) > max_lines:
+        raise ValueError(
+            f"show_source({name}) would show {len(shown)} lines; the book shows at most "
+            f"{max_lines} at once. Show the part that carries the idea with start=/end= "
+            f"(texts of its first and last line), or pass max_lines=None to see it all.")
+    wide = [i for i, line in enumerate(shown, 1) if len(line) > MAX_LINE_CHARS]
+    if wide:
+        raise ValueError(
+            f"show_source({name}): shown line {wide[0]} has "
+            f"{len(shown[wide[0] - 1])} characters (more than {MAX_LINE_CHARS} are "
+            f"clipped in the book's column); wrap it in the library source, or pass "
+            f"max_lines=None to see it anyway.")
 
 
 def _display_path(path: str) -> str:

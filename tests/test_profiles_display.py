@@ -102,8 +102,13 @@ def test_show_source_can_drop_the_docstring(capsys):
     assert "def _sample_function(x, y=2):" in out and "return total" in out
 
 
+def test_say_prints_its_markdown_outside_ipython(capsys):
+    display.say("accuracy rose to **0.9**")
+    assert capsys.readouterr().out == "accuracy rose to **0.9**\n"
+
+
 def test_show_source_on_a_library_function_names_its_module(capsys):
-    display.show_source(profile)
+    display.show_source(profile, max_lines=None)
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("# grpo_lib/profiles.py, line ")
 
@@ -113,6 +118,46 @@ def test_show_source_rejects_objects_without_python_source():
         display.show_source(len)
     with pytest.raises(TypeError, match="show_source needs a function or class"):
         display.show_source(42)
+
+
+def _long_function(values):
+    """Ten steps, each on a line of its own."""
+    total = 0
+    total += values[0]  # step 1
+    total += values[1]  # step 2
+    total *= 2  # the idea
+    total -= 1  # after the idea
+    return total
+
+
+def test_show_source_shows_a_part_between_two_texts(capsys):
+    display.show_source(_long_function, start="# step 2", end="# the idea")
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "lines " in lines[0] and "_long_function" in lines[0]
+    assert lines[1:3] == ["total += values[1]  # step 2", "total *= 2  # the idea"]
+    assert "step 1" not in out and "after the idea" not in out
+    assert "max_lines=None" in lines[-1]
+
+
+def test_show_source_names_a_missing_anchor():
+    with pytest.raises(ValueError, match="no line contains start='nowhere'"):
+        display.show_source(_long_function, start="nowhere")
+    with pytest.raises(ValueError, match="end='# step 1'"):
+        display.show_source(_long_function, start="# step 2", end="# step 1")
+
+
+def test_show_source_refuses_walls_and_wide_lines(capsys):
+    with pytest.raises(ValueError, match="would show 8 lines; the book shows at most 5"):
+        display.show_source(_long_function, max_lines=5)
+    display.show_source(_long_function, max_lines=None)  # a reader may see it all
+    assert "after the idea" in capsys.readouterr().out
+
+    def wide():
+        return ("a string long enough to pass the column width of the book page", "and more")
+
+    with pytest.raises(ValueError, match="shown line 2 has 89 characters"):
+        display.show_source(wide)
 
 
 def test_environment_has_versions_device_and_profile(monkeypatch, no_cuda):
