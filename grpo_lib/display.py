@@ -16,17 +16,17 @@ MAX_LINE_CHARS = 88
 def show_source(obj: Callable | type | Any, *, docstring: bool = True,
                 start: str | None = None, end: str | None = None,
                 max_lines: int | None = MAX_SHOWN_LINES) -> None:
-    """Display the source of a library function or class, with its file and line numbers.
+    """Display the source of a library function or class, with its file and lines.
 
     The book's rule: the library is the single source of truth; a chapter *shows* the
-    function it introduces (with this helper) and then calls it. Renders as a highlighted
-    code block in Jupyter and as plain text elsewhere.
+    function it introduces (with this helper) and then calls it. Renders as a
+    highlighted code block in Jupyter and as plain text elsewhere.
 
     ``start``/``end`` show a part: from the first line containing the text ``start``
     through the first line after it containing ``end`` (either may be omitted), with a
-    pointer to the whole function. A shown block longer than ``max_lines`` lines, or with
-    a line over 88 characters, raises ``ValueError`` (it would not read well in the
-    book's column); pass ``max_lines=None`` to see any length.
+    pointer to the whole function. A shown block longer than ``max_lines`` lines, or
+    with a line over 88 characters, raises ``ValueError`` (it would not read well in
+    the book's column); pass ``max_lines=None`` to see any length.
     """
     try:
         lines, first = inspect.getsourcelines(obj)
@@ -108,9 +108,10 @@ def _check_shown(source: str, name: str, max_lines: int | None) -> None:
     shown = source.splitlines()
     if len(shown) > max_lines:
         raise ValueError(
-            f"show_source({name}) would show {len(shown)} lines; the book shows at most "
-            f"{max_lines} at once. Show the part that carries the idea with start=/end= "
-            f"(texts of its first and last line), or pass max_lines=None to see it all.")
+            f"show_source({name}) would show {len(shown)} lines; the book shows at "
+            f"most {max_lines} at once. Show the part that carries the idea with "
+            f"start=/end= (texts of its first and last line), or pass max_lines=None "
+            f"to see it all.")
     wide = [i for i, line in enumerate(shown, 1) if len(line) > MAX_LINE_CHARS]
     if wide:
         raise ValueError(
@@ -121,12 +122,12 @@ def _check_shown(source: str, name: str, max_lines: int | None) -> None:
 
 
 def _display_path(path: str) -> str:
-    """``grpo_lib/advantages.py`` for package files, the path relative to the cwd otherwise."""
+    """``grpo_lib/advantages.py`` for package files, else the path relative to the cwd."""
     import os
     from pathlib import Path
 
     file = Path(path).resolve()
-    package_root = Path(__file__).resolve().parent.parent  # the folder holding grpo_lib/
+    package_root = Path(__file__).resolve().parent.parent  # the folder of grpo_lib/
     for root in (package_root, Path.cwd()):
         try:
             return file.relative_to(root).as_posix()
@@ -141,8 +142,9 @@ def _strip_docstring(source: str) -> str:
     tree = ast.parse(source)
     node = tree.body[0]
     body = getattr(node, "body", None)
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
         lines = source.splitlines(keepends=True)
         doc = body[0]
         del lines[doc.lineno - 1: doc.end_lineno]
@@ -181,7 +183,8 @@ def environment() -> dict[str, str]:
                            f"{threads} thread{'s' if threads != 1 else ''})")
     # the CPU model and the kernels torch picked for it: runs with the same seed on two
     # CPUs round differently and part ways after a few dozen steps (chapter 8)
-    info["cpu"] = f"{cpu_model()}; torch kernels {torch.backends.cpu.get_cpu_capability()}"
+    kernels = torch.backends.cpu.get_cpu_capability()
+    info["cpu"] = f"{cpu_model()}; torch kernels {kernels}"
     info["profile"] = str(profile())
     return info
 
