@@ -122,7 +122,7 @@ def _check_shown(source: str, name: str, max_lines: int | None) -> None:
 
 
 def _display_path(path: str) -> str:
-    """``grpo_lib/advantages.py`` for package files, else the path relative to the cwd."""
+    """``grpo_lib/advantages.py`` for package files, else relative to the cwd."""
     import os
     from pathlib import Path
 
