@@ -7,7 +7,7 @@
 #
 # Creates .venv (scripts/setup_env.sh) on first use, regenerates _toc.yml and the map in
 # book/intro.md from the chapters that exist, builds into _build/html and prints the path
-# of index.html.
+# of index.html. Sphinx warnings are errors: a broken cross-reference fails the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -33,11 +33,21 @@ fi
 
 mkdir -p _build
 start=$(date +%s)
+# -W: a warning (a broken {ref}, a missing citation, an unknown directive) fails the
+# build; --keep-going lists all of them first
+set +e
 jupyter-book build . --config "$config" --toc _toc.yml --path-output . --all \
-  --keep-going 2>&1 | tee _build/build.log
+  -W --keep-going 2>&1 | tee _build/build.log
+status=${PIPESTATUS[0]}
+set -e
 warnings=$(grep -c "WARNING:" _build/build.log || true)
 echo "[build_book] built in $(( $(date +%s) - start )) s with $warnings Sphinx warning(s)" \
      "(see _build/build.log)"
+if [ "$status" -ne 0 ] || [ "$warnings" -ne 0 ]; then
+  echo "build_book: the build failed; warnings count as errors. The first ones:" >&2
+  grep -m 10 -E "WARNING:|ERROR" _build/build.log >&2 || true
+  exit 1
+fi
 
 html="$root/_build/html/index.html"
 if [ ! -f "$html" ]; then

@@ -7,7 +7,8 @@
 The parts are fixed (BOOK_PLAN.md); a part appears once one of its chapters has an
 executed notebook ``chapters/NN_slug.ipynb``. A chapter with only its ``.py`` source is
 skipped with a note: run ``python scripts/run_notebook.py chapters/NN_slug.py`` first.
-The appendix lists ``book/solutions/index.md`` with one page per ``book/solutions/chNN.md``,
+``book/notation.md`` (when it exists) comes first, as front matter. The appendix lists
+``book/solutions/index.md`` with one page per ``book/solutions/chNN.md``,
 then the glossary and the references.
 
 The map in ``book/intro.md`` (between the ``map:start``/``map:end`` comments) lists every
@@ -88,6 +89,9 @@ def render(root: Path) -> str:
         "root: book/intro",
     ]
     parts: list[str] = []
+    if (root / "book" / "notation.md").exists():  # front matter, before Part I
+        parts += ['  - caption: "Before you start"', "    chapters:",
+                  "      - file: book/notation"]
     placed: set[int] = set()
     for title, first, last in PARTS:
         numbers = [n for n in sorted(chapters) if first <= n <= last]
