@@ -54,7 +54,8 @@ def test_plot_run_without_step_column_uses_row_index(tmp_path):
 
 
 def test_plot_run_reward_panel_lists_each_reward_function(tmp_path, monkeypatch):
-    _write_metrics(tmp_path, ["reward", "reward/accuracy_reward", "reward/format_reward"])
+    _write_metrics(tmp_path,
+                   ["reward", "reward/accuracy_reward", "reward/format_reward"])
     drawn = {}
     real_close = plt.close
 
@@ -64,11 +65,76 @@ def test_plot_run_reward_panel_lists_each_reward_function(tmp_path, monkeypatch)
 
     monkeypatch.setattr(plt, "close", keep)
     plots.plot_run(tmp_path)
-    reward_ax = drawn["fig"].axes[0]
+    reward_ax, = drawn["fig"].axes  # the other panels have nothing to draw: left out
     labels = [t.get_text() for t in reward_ax.get_legend().get_texts()]
     assert labels == ["total", "accuracy_reward", "format_reward"]
-    accuracy_ax = drawn["fig"].axes[1]
-    assert [t.get_text() for t in accuracy_ax.texts] == ["not logged"]
+
+
+def _drawn_figure(monkeypatch):
+    drawn = {}
+    real_close = plt.close
+
+    def keep(fig):
+        drawn["fig"] = fig
+        real_close(fig)
+
+    monkeypatch.setattr(plt, "close", keep)
+    return drawn
+
+
+def test_plot_run_leaves_out_absent_metrics_and_fits_the_column(tmp_path, monkeypatch):
+    # an R1-Zero run with beta = 0: kl is all NaN, clipping never happens (mu = 1), and
+    # each reward function's share repeats the accuracy / format columns
+    steps = 6
+    ramp = np.linspace(0.2, 0.9, steps)
+    frame = pd.DataFrame({
+        "step": np.arange(1, steps + 1), "reward": ramp + 0.1,
+        "accuracy": ramp, "format_rate": np.ones(steps),
+        "reward/accuracy_reward": ramp, "reward/format_reward": np.ones(steps),
+        "completion_length": np.full(steps, 50.0), "entropy": 0.1 / ramp,
+        "kl": np.full(steps, np.nan), "clip_frac_low": np.zeros(steps),
+        "clip_frac_high": np.zeros(steps), "zero_std_frac": ramp / 2,
+    })
+    frame.to_csv(tmp_path / "metrics.csv", index=False)
+    drawn = _drawn_figure(monkeypatch)
+    path = plots.plot_run(tmp_path)
+    fig = drawn["fig"]
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["Reward", "Accuracy and format", "Completion length", "Entropy",
+                      "Clipping and dead groups"]  # no KL panel
+    assert not any("not logged" in t.get_text() for ax in fig.axes for t in ax.texts)
+    assert fig.axes[0].get_legend() is None  # total only: reward/* repeat panel 2
+    groups = fig.axes[-1]
+    assert [t.get_text() for t in groups.get_legend().get_texts()] == [
+        "zero-std groups", "0 at every step: clipped low, clipped high"]
+    assert len(groups.lines[0].get_xdata()) == steps  # zero-std groups
+    assert len(groups.lines[1].get_xdata()) == 0  # the legend's note draws nothing
+    width, _ = fig.get_size_inches()
+    assert width <= plots.FIGURE_WIDTH
+    # two panels side by side at most; the fifth spans the last row
+    lefts = sorted({round(ax.get_position().x0, 2) for ax in fig.axes})
+    assert len(lefts) == 2
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        for text in [ax.title, ax.xaxis.label, ax.yaxis.label,
+                     *ax.get_xticklabels(), *ax.get_yticklabels(),
+                     *(legend.get_texts() if legend else [])]:
+            assert text.get_fontsize() >= 9, text.get_text()
+    from PIL import Image
+
+    with Image.open(path) as image:
+        assert image.size[0] <= 100 * plots.FIGURE_WIDTH
+
+
+def test_plot_run_draws_the_chosen_panels_in_order(tmp_path, monkeypatch):
+    _write_metrics(tmp_path, ["reward", "accuracy", "entropy", "kl"])
+    drawn = _drawn_figure(monkeypatch)
+    plots.plot_run(tmp_path, panels=["entropy", "reward"])
+    assert [ax.get_title() for ax in drawn["fig"].axes] == ["Entropy", "Reward"]
+    with pytest.raises(ValueError, match="unknown panel"):
+        plots.plot_run(tmp_path, panels=["loss"])
+    with pytest.raises(ValueError, match="none of the plotted metrics"):
+        plots.plot_run(tmp_path, panels=["length"])
 
 
 def test_plot_run_errors_say_what_is_wrong(tmp_path):
@@ -154,7 +220,8 @@ def test_png_helpers_roundtrip():
     plt.close(fig)
     assert png[:8] == PNG_MAGIC
     tag = plots.png_to_html(png, alt="x")
-    assert tag.startswith('<img src="data:image/png;base64,iVBORw0KGgo') and 'alt="x"' in tag
+    assert tag.startswith('<img src="data:image/png;base64,iVBORw0KGgo')
+    assert 'alt="x"' in tag
 
 
 # --- widgets ----------------------------------------------------------------------
@@ -197,7 +264,8 @@ def test_advantage_table_groups_and_label_errors():
     table = widgets.advantage_table([0.0, 1.0, 1.0, 1.0], group_size=2,
                                     labels=["a1", "a2", "b1", "b2"])
     _, advantages = table.current()
-    np.testing.assert_allclose(advantages["sample std"][:2], [-0.7070, 0.7070], atol=1e-3)
+    np.testing.assert_allclose(advantages["sample std"][:2], [-0.7070, 0.7070],
+                               atol=1e-3)
     np.testing.assert_allclose(advantages["sample std"][2:], [0.0, 0.0])
     with pytest.raises(ValueError, match="3 labels for 4 rewards"):
         widgets.advantage_table(SEED_REWARDS, labels=["a", "b", "c"])
@@ -211,7 +279,8 @@ def test_widgets_carry_a_static_html_fallback():
     assert "<table>" in bundle["text/html"]
     assert "data:image/png;base64," in bundle["text/html"]
     bundle = widgets.surrogate_explorer()._repr_mimebundle_()
-    assert "epsilon = 0.20, epsilon_high = 0.20, advantage = 1.00" in bundle["text/html"]
+    expected = "epsilon = 0.20, epsilon_high = 0.20, advantage = 1.00"
+    assert expected in bundle["text/html"]
 
 
 def test_surrogate_explorer_redraws_on_slider_change():
