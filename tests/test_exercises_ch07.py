@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 import torch
 
-from grpo_lib.exercises import check_first_step_above, check_grpo_loss
-from grpo_lib.exercises.ch07 import reference_first_step_above, reference_grpo_loss
+from grpo_lib.exercises.ch07 import (check_first_step_above, check_grpo_loss,
+                                     reference_first_step_above, reference_grpo_loss)
 
 
 def torch_only_grpo_loss(logp, rewards, mask, G):

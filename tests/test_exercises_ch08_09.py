@@ -6,11 +6,10 @@ import math
 import pytest
 import torch
 
-from grpo_lib.exercises import (check_aggregate, check_group_push,
-                                check_informative_groups, check_length_gap_in_group,
-                                check_zero_std_frac)
-from grpo_lib.exercises.ch08 import _pooled_gap, reference_group_push
-from grpo_lib.exercises.ch09 import (reference_informative_groups,
+from grpo_lib.exercises.ch08 import (_pooled_gap, check_aggregate, check_group_push,
+                                     check_length_gap_in_group, reference_group_push)
+from grpo_lib.exercises.ch09 import (check_informative_groups, check_zero_std_frac,
+                                     reference_informative_groups,
                                      reference_zero_std_frac)
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from grpo_lib.corpus import BEHAVIOURS, CorpusMix, render_response, sample_documents
-from grpo_lib.exercises import check_left_to_right, check_precedence_matters
+from grpo_lib.exercises.ch05 import check_left_to_right, check_precedence_matters
 from grpo_lib.models import (build_tokenizer, count_parameters, load_model_and_tokenizer,
                              random_model, stop_token_ids)
 from grpo_lib.tasks import load_task_split

@@ -8,7 +8,8 @@ from ..objective import clipped_surrogate, kl_estimate, probability_ratio
 
 def _as_tensor(x, name: str) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
-        raise AssertionError(f"{name} should return a torch.Tensor, got {type(x).__name__}.")
+        raise AssertionError(
+            f"{name} should return a torch.Tensor, got {type(x).__name__}.")
     return x
 
 
@@ -18,12 +19,15 @@ def _fmt(t: torch.Tensor) -> str:
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-6) -> bool:
-    return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=atol, rtol=0)
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=atol,
+                                                 rtol=0)
 
 
 def check_clipped_surrogate(fn) -> bool:
-    """Check ``fn(ratio [B,T], advantages [B], epsilon) -> [B,T]`` (PPO clipped surrogate)."""
-    ratio = torch.tensor([[0.5, 0.8, 1.0, 1.1, 1.2, 1.5], [0.5, 0.8, 1.0, 1.1, 1.2, 1.5]])
+    """Check ``fn(ratio [B,T], advantages [B], epsilon) -> [B,T]``, the PPO clipped
+    surrogate ``min(rho A, clip(rho, 1 - epsilon, 1 + epsilon) A)`` per token."""
+    row = [0.5, 0.8, 1.0, 1.1, 1.2, 1.5]
+    ratio = torch.tensor([row, row])  # [2, 6]
     advantages = torch.tensor([2.0, -1.0])
     for eps in (0.2, 0.1):
         expected = clipped_surrogate(ratio, advantages, epsilon=eps)
@@ -40,7 +44,8 @@ def check_clipped_surrogate(fn) -> bool:
         unclipped = ratio * advantages[:, None]
         hint = ""
         if _close(got, torch.maximum(unclipped, clipped)):
-            hint = " You took the max; the surrogate takes the min (a pessimistic bound)."
+            hint = (" You took the max; the surrogate takes the min (a pessimistic "
+                    "bound).")
         elif _close(got, clipped):
             hint = " You return only the clipped term; take the min with ratio * A."
         elif _close(got, unclipped):
@@ -55,7 +60,12 @@ def check_clipped_surrogate(fn) -> bool:
 
 
 def check_k3(fn) -> bool:
-    """Check ``fn(logp, ref_logp) -> k3`` per token (Schulman's k3, DeepSeekMath eq. 4)."""
+    """Check ``fn(logp, ref_logp) -> k3`` per token (Schulman's k3, DeepSeekMath eq. 4).
+
+    With the reference log-ratio ``delta = logp - ref_logp``
+    (:math:`\\log\\pi_\\theta - \\log\\pi_{\\mathrm{ref}}`),
+    :math:`k_3 = e^{-\\delta} + \\delta - 1`.
+    """
     g = torch.Generator().manual_seed(0)
     logp = -torch.rand(3, 5, generator=g, dtype=torch.float64) * 4
     ref_logp = -torch.rand(3, 5, generator=g, dtype=torch.float64) * 4
@@ -68,10 +78,12 @@ def check_k3(fn) -> bool:
         return True
     hint = ""
     if _close(got, kl_estimate(ref_logp, logp, "k3"), atol=1e-9):
-        hint = (" Your log-ratio has the roles swapped: r = pi_ref / pi_theta, so "
-                "log r = ref_logp - logp.")
+        hint = (" The two policies have their roles swapped: the reference log-ratio "
+                "is delta = log pi_theta - log pi_ref, and the reference ratio "
+                "pi_ref / pi_theta is exp(-delta).")
     elif _close(got, kl_estimate(logp, ref_logp, "k1"), atol=1e-9):
-        hint = " That is k1 (-log r); k3 adds (r - 1)."
+        hint = (" That is k1 (delta itself); k3 adds a term with mean zero under "
+                "pi_theta that makes every value non-negative.")
     raise AssertionError(
         f"logp={_fmt(logp[0, :3])}..., ref_logp={_fmt(ref_logp[0, :3])}...:\n"
         f" expected {_fmt(expected[0, :3])}...\n got      "
@@ -79,18 +91,20 @@ def check_k3(fn) -> bool:
     )
 
 
-def _reference_objective(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
-    ratio = probability_ratio(logp, old_logp)
-    per_token = clipped_surrogate(ratio, advantages, epsilon) \
-        - beta * kl_estimate(logp, ref_logp, "k3")
+def _reference_objective(logp, old_logp, ref_logp, advantages, mask, epsilon,
+                         beta):
+    ratio = probability_ratio(logp, old_logp)  # rho, [B, T]
+    per_token = (clipped_surrogate(ratio, advantages, epsilon)
+                 - beta * kl_estimate(logp, ref_logp, "k3"))  # [B, T]
     return ((per_token * mask).sum(-1) / mask.sum(-1)).mean()
 
 
 def check_grpo_objective(fn) -> bool:
     """Check ``fn(logp, old_logp, ref_logp, advantages, mask, epsilon, beta) -> J``.
 
-    ``J`` is DeepSeekMath eq. 3: per token ``min(rho A, clip(rho) A) - beta k3``, averaged
-    over each sequence's real tokens, then over sequences. A scalar to MAXIMISE.
+    ``J`` is DeepSeekMath eq. 3: per token ``min(rho A, clip(rho) A) - beta k3``,
+    averaged over each sequence's real tokens, then over sequences. A scalar to
+    MAXIMISE.
     """
     g = torch.Generator().manual_seed(0)
     B, T = 4, 6
@@ -105,8 +119,9 @@ def check_grpo_objective(fn) -> bool:
     got = fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
     got = torch.as_tensor(got, dtype=torch.float64)
     if got.numel() != 1:
-        raise AssertionError(f"expected one number (a scalar tensor), got shape "
-                             f"{tuple(got.shape)}: average over tokens, then sequences.")
+        raise AssertionError(
+            f"expected one number (a scalar tensor), got shape {tuple(got.shape)}: "
+            f"average over tokens, then sequences.")
     if abs(got.item() - expected.item()) < 1e-8:
         print(f"check_grpo_objective: correct, J = {expected.item():.6f}.")
         return True
@@ -124,5 +139,7 @@ def check_grpo_objective(fn) -> bool:
         elif abs(got.item() - per_token.mean(-1).mean().item()) < 1e-8:
             hint = " You averaged over padding too: weight tokens by the mask."
         elif abs(got.item() - _reference_objective(*args[:-1], -0.04).item()) < 1e-8:
-            hint = " The KL term is subtracted from the objective (beta * k3 with a minus)."
-    raise AssertionError(f"expected J = {expected.item():.6f}, got {got.item():.6f}.{hint}")
+            hint = (" The KL term is subtracted from the objective (beta * k3 with a "
+                    "minus).")
+    raise AssertionError(
+        f"expected J = {expected.item():.6f}, got {got.item():.6f}.{hint}")

@@ -69,20 +69,24 @@ def check_informative_groups(fn) -> bool:
     """Check ``fn(rewards: list[float], group_size) -> list[int]`` (sorted group ids).
 
     The groups dynamic sampling keeps: those whose rewards are not all equal.
-    ``[1.1, 1.1, 1.1, 1.1, 0.1, 1.1, 1.0, 0.1]`` with G = 4 -> ``[1]``.
+    ``[1.1, 1.1, 1.1, 1.1, 0.1, 1.1, 1.0, 0.1]`` with G = 4 -> ``[1]``. (Chapter 1's
+    checker of the same name wants one bool per group instead.)
     """
     for rewards, G in _reward_cases():
         expected = reference_informative_groups(rewards, G)
-        got = fn(list(rewards), G)
+        raw = fn(list(rewards), G)
         try:
-            got = [int(i) for i in got]
+            got = [int(i) for i in raw]
         except (TypeError, ValueError):
             raise AssertionError(
-                f"expected a list of group indices, got {got!r}.") from None
+                f"expected a list of group indices, got {raw!r}.") from None
         if got == expected:
             continue
         hint = ""
-        if got and max(got) >= len(rewards) // G:
+        if raw and all(isinstance(x, bool) or type(x).__name__ == "bool_" for x in raw):
+            hint = (" You returned one bool per group; return the indices of the "
+                    "groups to keep (e.g. [1] for the second group only).")
+        elif got and max(got) >= len(rewards) // G:
             hint = (" Return group indices (0 .. num_groups - 1), not completion "
                     "indices.")
         elif sorted(set(got) | set(expected)) == list(range(len(rewards) // G)) and \

@@ -1,0 +1,237 @@
+"""Every appendix solution passes its checker, and every checker rejects a wrong attempt.
+
+* ``book/solutions/chNN.md``: the ```python blocks of each file run in order in one
+  namespace, in the repository root; each block that calls a checker must get True. Every
+  ``check_*`` of ``grpo_lib/exercises/chNN.py`` is called by that chapter's solutions, and
+  the solutions import checkers from their own chapter's module only.
+* ``WRONG_ATTEMPTS``: one typical mistake per checker, which must raise AssertionError with
+  the message given. The table must name every ``check_*`` function of every chapter, so a
+  new checker without a wrong attempt fails :func:`test_every_checker_has_a_wrong_attempt`.
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from grpo_lib.exercises import all_checkers, chapter_modules
+from grpo_lib.tasks.arithmetic import evaluate_expression
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = sorted((ROOT / "book" / "solutions").glob("ch*.md"))
+_BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
+def python_blocks(path: Path) -> list[str]:
+    return _BLOCK.findall(path.read_text(encoding="utf-8"))
+
+
+def test_every_chapter_with_checkers_has_a_solution_file():
+    chapters = set(chapter_modules())
+    files = {p.stem for p in SOLUTIONS}
+    assert chapters <= files, f"no book/solutions/<chapter>.md for {chapters - files}"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_solutions_pass_their_checkers(path, monkeypatch, capsys):
+    chapter = path.stem  # "ch01"
+    blocks = python_blocks(path)
+    assert blocks, f"{path.name} has no ```python block"
+    source = "\n".join(blocks)
+    wrong_home = re.findall(r"grpo_lib\.exercises(?:\.(ch\d\d))?\s+import", source)
+    assert all(home == chapter for home in wrong_home), (
+        f"{path.name} imports checkers from {sorted(set(wrong_home))}; a chapter's "
+        f"solutions import from grpo_lib.exercises.{chapter} only ('' = the package)")
+
+    # Record every call of this chapter's checkers (the blocks import them by name from
+    # the module, so the recording wrappers are what they get).
+    module = chapter_modules().get(chapter)
+    checkers = {name: fn for name, fn in vars(module).items()
+                if name.startswith("check_") and callable(fn)} if module else {}
+    results: list[tuple[str, object]] = []
+    for name, fn in checkers.items():
+        def recording(*args, _name=name, _fn=fn, **kwargs):
+            result = _fn(*args, **kwargs)
+            results.append((_name, result))
+            return result
+        monkeypatch.setattr(module, name, recording)
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("GRPO_PROFILE", "smoke")
+    namespace: dict = {"__name__": f"solutions_{chapter}"}
+    for i, code in enumerate(blocks, 1):
+        try:
+            exec(compile(code, f"{path.name}, python block {i}", "exec"), namespace)
+        except AssertionError as err:
+            pytest.fail(f"{path.name}, python block {i}: the checker rejects the "
+                        f"solution: {err}")
+    capsys.readouterr()
+
+    not_true = [(name, result) for name, result in results if result is not True]
+    assert not not_true, f"{path.name}: checkers that did not return True: {not_true}"
+    missing = set(checkers) - {name for name, _ in results}
+    assert not missing, f"{path.name} never calls {sorted(missing)}"
+
+
+# ------------------------------------------------------------------ wrong attempts
+def _population_std_advantages(rewards, std="sample", eps=1e-4):
+    r = np.asarray(rewards, dtype=float)
+    return (r - r.mean()) / (r.std() + eps)  # always the population std
+
+
+def _ch09_informative_groups(rewards, group_size):
+    grouped = torch.tensor(rewards).view(-1, group_size)
+    return (grouped != grouped[:, :1]).any(dim=1).nonzero().flatten().tolist()
+
+
+def _ch01_informative_groups(rewards, group_size):
+    groups = np.asarray(rewards, dtype=float).reshape(-1, group_size)
+    return [bool(np.any(row != row[0])) for row in groups]
+
+
+def _swapped_k3(logp, ref_logp):
+    delta = ref_logp - logp  # the roles swapped
+    return torch.exp(-delta) + delta - 1
+
+
+def _objective_sign_flipped(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
+    from grpo_lib.objective import clipped_surrogate, kl_estimate, probability_ratio
+
+    per_token = (clipped_surrogate(probability_ratio(logp, old_logp), advantages, epsilon)
+                 - beta * kl_estimate(logp, ref_logp, "k3"))
+    return -((per_token * mask).sum(-1) / mask.sum(-1)).mean()
+
+
+def _overlong_sign_flipped(lengths, max_len, cache):
+    start = max_len - cache
+    return [0.0 if n <= start else min(1.0, (n - start) / cache) for n in lengths]
+
+
+def _logprobs_without_shift(logits, input_ids, prompt_len):
+    logp = logits[:, prompt_len:].log_softmax(-1)
+    return logp.gather(-1, input_ids[:, prompt_len:, None])[..., 0]
+
+
+def _top_p_drops_crossing_token(logits, top_p):
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+    remove_sorted = sorted_logits.softmax(-1).cumsum(-1) >= top_p  # no "- probs"
+    remove = remove_sorted.scatter(-1, order, remove_sorted)
+    return logits.masked_fill(remove, float("-inf"))
+
+
+def _mask_without_stop_token(completion_ids, stop_ids):
+    is_stop = torch.isin(completion_ids, torch.as_tensor(list(stop_ids))).long()
+    return (is_stop.cumsum(-1) == 0).long()  # stops at, not after, the stop token
+
+
+def _grpo_loss_sign_flipped(logp, rewards, mask, G):
+    r = rewards.view(-1, G)
+    adv = ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).view(-1, 1)
+    per_token = torch.exp(logp - logp.detach()) * adv * mask  # no minus sign
+    return (per_token.sum(1) / mask.sum(1)).mean()
+
+
+def _first_step_at_or_above(metrics, column, threshold):
+    above = metrics[metrics[column] >= threshold]
+    return None if above.empty else int(above["step"].min())
+
+
+def _dr_grpo_by_tokens(x, mask, loss_type, max_completion_length):
+    if loss_type == "grpo":
+        return ((x * mask).sum(-1) / mask.sum(-1)).mean()
+    return (x * mask).sum() / mask.sum()  # bnpo right, dr_grpo wrong
+
+
+def _group_push_population_std(k, G, scale):
+    p = k / G
+    if k in (0, G) or scale == "none":
+        return 2 * G * p * (1 - p)
+    return 2 * G * p * (1 - p) / (math.sqrt(p * (1 - p)) + 1e-4)
+
+
+def _pooled_length_gap(lengths, correct, group_size):
+    ok = torch.tensor(correct)
+    lens = lengths.float()
+    if ok.all() or not ok.any():
+        return float("nan")
+    return (lens[~ok].mean() - lens[ok].mean()).item()
+
+
+def _zero_std_transposed(rewards, group_size):
+    grouped = torch.tensor(rewards).view(group_size, -1)  # (G, num_groups): wrong
+    return (grouped == grouped[:, :1]).all(1).float().mean().item()
+
+
+# "chNN.check_name": (the wrong attempt passed to the checker, regex of its message)
+WRONG_ATTEMPTS = {
+    "ch01.check_group_advantages": (_population_std_advantages, "which std"),
+    # chapter 9's function (group indices) where chapter 1 wants one bool per group
+    "ch01.check_informative_groups": (_ch09_informative_groups, "one bool per group"),
+    "ch01.check_zero_variance_probability": (lambda p, G: p ** G, "two ways"),
+    "ch02.check_clipped_surrogate": (
+        lambda ratio, adv, eps: torch.maximum(
+            ratio * adv[:, None], torch.clamp(ratio, 1 - eps, 1 + eps) * adv[:, None]),
+        "You took the max"),
+    "ch02.check_k3": (_swapped_k3, "roles swapped"),
+    "ch02.check_grpo_objective": (_objective_sign_flipped, "sign is flipped"),
+    "ch03.check_strict_format_reward": (
+        lambda completions: [1.0 if isinstance(c, str) and "<answer>" in c else 0.0
+                             for c in completions],
+        "it is not well formatted"),
+    "ch03.check_soft_overlong_punishment": (_overlong_sign_flipped, "sign is flipped"),
+    "ch03.check_spray_hack": ("<think> 3 * 4 = 12 </think> <answer> 14 </answer>",
+                              "does not pay for"),
+    "ch04.check_completion_logprobs": (_logprobs_without_shift, "its own position"),
+    "ch04.check_position_ids": (lambda m: torch.arange(m.shape[1]).expand_as(m),
+                                "count the padding"),
+    "ch04.check_sft_labels": (lambda ids, m: torch.where(m.bool(), -100, ids),
+                              "mask is inverted"),
+    "ch05.check_left_to_right": (lambda q: evaluate_expression(q, precedence=True),
+                                 r"\*correct\* value"),
+    "ch05.check_precedence_matters": (lambda q: "*" in q, "is not enough"),
+    "ch06.check_top_p_filter": (_top_p_drops_crossing_token,
+                                "Every token was removed|one token too many"),
+    "ch06.check_completion_mask": (_mask_without_stop_token, "stop token itself"),
+    "ch07.check_grpo_loss": (_grpo_loss_sign_flipped, "sign is flipped"),
+    "ch07.check_first_step_above": (_first_step_at_or_above, "strictly greater"),
+    "ch08.check_aggregate": (_dr_grpo_by_tokens, r"constant B \* L_max"),
+    "ch08.check_group_push": (_group_push_population_std, "population std"),
+    "ch08.check_length_gap_in_group": (_pooled_length_gap, "pooled gap"),
+    "ch09.check_zero_std_frac": (_zero_std_transposed, "Groups are contiguous"),
+    # chapter 1's function (one bool per group) where chapter 9 wants group indices
+    "ch09.check_informative_groups": (_ch01_informative_groups,
+                                      r"expected \[1\], got \[0, 1\].*indices"),
+}
+
+
+def test_every_checker_has_a_wrong_attempt():
+    checkers = set(all_checkers())
+    assert len(checkers) >= 20
+    missing = sorted(checkers - set(WRONG_ATTEMPTS))
+    stale = sorted(set(WRONG_ATTEMPTS) - checkers)
+    assert not missing, f"add a wrong attempt to WRONG_ATTEMPTS for {missing}"
+    assert not stale, f"WRONG_ATTEMPTS names checkers that do not exist: {stale}"
+
+
+@pytest.mark.parametrize("key", sorted(WRONG_ATTEMPTS))
+def test_checker_rejects_a_wrong_attempt(key, capsys):
+    checker = all_checkers()[key]
+    attempt, message = WRONG_ATTEMPTS[key]
+    with pytest.raises(AssertionError, match=message):
+        checker(attempt)
+    assert "all cases pass" not in capsys.readouterr().out
+
+
+def test_package_does_not_reexport_checkers():
+    import grpo_lib.exercises as exercises
+
+    assert not [name for name in vars(exercises) if name.startswith("check_")]
+    with pytest.raises(ImportError, match=r"exercises\.ch01 .*exercises\.ch09"):
+        exec("from grpo_lib.exercises import check_informative_groups", {})
+    with pytest.raises(ImportError, match=r"from grpo_lib\.exercises\.ch02 import check_k3"):
+        exec("from grpo_lib.exercises import check_k3", {})
+    assert not hasattr(exercises, "not_a_checker")
