@@ -15,18 +15,19 @@ that choice decides which completions the gradient favours (short or long ones):
 * ``dapo`` — :math:`\\sum_{i,t} \\ell_{i,t} / N_{\\text{tokens}}`, token mean of the
   whole accumulated batch (DAPO, Yu et al. 2025, sec. 3.3);
 * ``reinforce`` — :math:`-\\frac1B\\sum_i A_i \\sum_t \\log\\pi_\\theta(o_{i,t})`,
-  REINFORCE with the group mean as baseline: no ratio, no clip (picoRL, seed 002).
+  REINFORCE with the group mean as baseline: no ratio, no clip (as in picoRL).
 
 For the four clipped variants the per-token loss is the negated PPO/GRPO clipped
 surrogate plus the KL penalty (DeepSeekMath eq. 3-4, Schulman's k3 estimator):
 
 .. math::
 
-    \\ell_{i,t} = -\\min\\big(r_{i,t} A_i,\\;
-        \\operatorname{clip}(r_{i,t}, 1-\\varepsilon, 1+\\varepsilon_{high}) A_i\\big)
+    \\ell_{i,t} = -\\min\\big(\\rho_{i,t} A_i,\\;
+        \\operatorname{clip}(\\rho_{i,t}, 1-\\varepsilon_{\\mathrm{low}},
+                             1+\\varepsilon_{\\mathrm{high}}) A_i\\big)
         + \\beta\\, \\mathbb{D}^{k3}_{i,t},
-    \\qquad r_{i,t} = \\frac{\\pi_\\theta(o_{i,t}|q, o_{i,<t})}
-                           {\\pi_{\\theta_{old}}(o_{i,t}|q, o_{i,<t})}
+    \\qquad \\rho_{i,t} = \\frac{\\pi_\\theta(o_{i,t}|q, o_{i,<t})}
+                           {\\pi_{\\theta_{\\mathrm{old}}}(o_{i,t}|q, o_{i,<t})}
 
 Gradient accumulation follows TRL 1.16 (``GRPOTrainer._compute_loss``) exactly, so that
 a batch split into ``K`` micro-batches gives the loss TRL gives: ``grpo``, ``bnpo``,
@@ -140,8 +141,9 @@ def clipped_token_loss(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Negated clipped surrogate per token (PPO eq. 7, DeepSeekMath eq. 3).
 
-    .. math:: \\ell_{i,t} = -\\min\\big(r_{i,t} A_i,\\;
-        \\operatorname{clip}(r_{i,t}, 1-\\varepsilon, 1+\\varepsilon_{high}) A_i\\big)
+    .. math:: \\ell_{i,t} = -\\min\\big(\\rho_{i,t} A_i,\\;
+        \\operatorname{clip}(\\rho_{i,t}, 1-\\varepsilon_{\\mathrm{low}},
+                             1+\\varepsilon_{\\mathrm{high}}) A_i\\big)
 
     Returns ``(per_token_loss [B, T], ratio [B, T])``.
     """
@@ -233,18 +235,21 @@ def policy_loss(
 
         \\mathcal L = \\operatorname{Agg}_{\\texttt{loss\\_type}}\\Big(
             \\ell^{clip}_{i,t} + \\beta\\,\\mathbb D^{k3}_{i,t}\\Big), \\qquad
-        \\mathbb D^{k3}_{i,t} = \\frac{\\pi_{ref}}{\\pi_\\theta}
-            - \\log\\frac{\\pi_{ref}}{\\pi_\\theta} - 1
+        \\mathbb D^{k3}_{i,t} = e^{-\\delta_{i,t}} + \\delta_{i,t} - 1, \\qquad
+        \\delta_{i,t} = \\log\\pi_\\theta(o_{i,t}) - \\log\\pi_{\\mathrm{ref}}(o_{i,t})
 
     (DeepSeekMath eq. 3-4), where ``Agg`` is one of the ``aggregate_*`` functions above
     and ``loss_type="reinforce"`` replaces :math:`\\ell^{clip}` by
     :math:`-A_i\\log\\pi_\\theta(o_{i,t})`. The KL term is added per token *before*
     aggregation, as in TRL. With ``use_bias_correction_kl=True`` (TRL 1.16's default,
     from DeepSeek-V3.2) the KL term is
-    :math:`\\beta\\, r_{i,t}\\, \\mathbb D^{k3}_{i,t}`: the ratio :math:`r_{i,t}` is 1
-    on-policy, so the *value* is unchanged, but its gradient turns k3's gradient (that
-    of :math:`KL(\\pi_{ref}\\|\\pi_\\theta)`) into the gradient of the reverse KL
-    :math:`KL(\\pi_\\theta\\|\\pi_{ref})` that k3 estimates.
+    :math:`\\beta\\, \\rho_{i,t}\\, \\mathbb D^{k3}_{i,t}`: the policy ratio
+    :math:`\\rho_{i,t}` is 1 on-policy, so the *value* is unchanged, but its gradient
+    turns k3's gradient (that of
+    :math:`\\mathbb D_{\\mathrm{KL}}(\\pi_{\\mathrm{ref}}\\Vert\\pi_\\theta)`) into the
+    gradient of the reverse KL
+    :math:`\\mathbb D_{\\mathrm{KL}}(\\pi_\\theta\\Vert\\pi_{\\mathrm{ref}})` that k3
+    estimates.
 
     Args:
         logp: ``[B, T]`` log-probs of the sampled tokens under the current policy
@@ -255,7 +260,8 @@ def policy_loss(
         advantages: ``[B]`` (one per completion) or ``[B, T]``.
         mask: ``[B, T]`` 1 for completion tokens that count (up to and including EOS).
         loss_type: ``"grpo" | "bnpo" | "dr_grpo" | "dapo" | "reinforce"``.
-        epsilon, epsilon_high: clip range ``[1 - epsilon, 1 + epsilon_high]``;
+        epsilon, epsilon_high: the clip range ``[1 - epsilon, 1 + epsilon_high]`` of
+            the policy ratio;
             ``epsilon_high=None`` means symmetric (DAPO's clip-higher uses 0.28).
         beta: KL coefficient; needs ``ref_logp`` ``[B, T]`` when non-zero.
         max_completion_length: ``L_max`` for ``dr_grpo``.
@@ -271,8 +277,8 @@ def policy_loss(
         tokens: ``policy_loss`` (the loss before the ``1/K`` accumulation factor),
         ``kl`` (mean k3; NaN when ``beta == 0``: no reference), ``clip_frac_low``,
         ``clip_frac_high``, ``clip_frac_region`` (share of tokens whose ratio left the
-        clip range on the side where clipping removes the gradient: ``r < 1-eps`` with
-        ``A < 0``, ``r > 1+eps_high`` with ``A > 0``, either), ``ratio_mean``,
+        clip range on the side where clipping removes the gradient: ``rho < 1-eps``
+        with ``A < 0``, ``rho > 1+eps_high`` with ``A > 0``, either), ``ratio_mean``,
         ``ratio_max`` and ``num_tokens``.
     """
     _check_inputs(logp, old_logp, advantages, mask, loss_type, epsilon, beta, ref_logp)
@@ -294,9 +300,8 @@ def policy_loss(
 
     if beta != 0.0:
         per_token_kl = kl_estimate(logp, ref_logp, kind="k3")  # [B, T]
-        if (
-            use_bias_correction_kl
-        ):  # value unchanged on-policy, gradient becomes reverse-KL's
+        if use_bias_correction_kl:
+            # value unchanged on-policy, the gradient becomes the reverse KL's
             per_token_kl = per_token_kl * probability_ratio(logp, old_logp)  # [B, T]
         per_token_loss = per_token_loss + beta * per_token_kl
 
@@ -316,14 +321,15 @@ def policy_loss(
         loss = aggregate_reinforce(per_token_loss, mask) / num_micro_batches
 
     with torch.no_grad():
-        r = ratio.detach()  # [B, T]
+        rho = ratio.detach()  # [B, T]
         low, high = clipped_tokens(
-            r, advantages, epsilon=epsilon, epsilon_high=eps_high
+            rho, advantages, epsilon=epsilon, epsilon_high=eps_high
         )  # [B, T]
         low, high = low.to(mask.dtype), high.to(mask.dtype)
         region = torch.clamp(low + high, max=1.0)
         ratio_max = (
-            r.masked_fill(mask == 0, float("-inf")).max().item() if mask.any() else 1.0
+            rho.masked_fill(mask == 0, float("-inf")).max().item()
+            if mask.any() else 1.0
         )
         scale = 1.0 if loss_type == "dapo" else float(num_micro_batches)
         stats = {
@@ -336,7 +342,7 @@ def policy_loss(
             "clip_frac_low": _masked_mean(low, mask),
             "clip_frac_high": _masked_mean(high, mask),
             "clip_frac_region": _masked_mean(region, mask),
-            "ratio_mean": _masked_mean(r, mask),
+            "ratio_mean": _masked_mean(rho, mask),
             "ratio_max": ratio_max,
             "num_tokens": mask.sum().item(),
         }

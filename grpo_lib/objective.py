@@ -8,10 +8,11 @@ DeepSeekMath (Shao et al. 2024, eq. 3) maximises, for a group of ``G`` outputs,
       \\min\\big[\\rho_{i,t} \\hat A_{i,t},\\;
                 \\operatorname{clip}(\\rho_{i,t}, 1-\\varepsilon, 1+\\varepsilon)\\,
                 \\hat A_{i,t}\\big]
-      - \\beta\\, \\mathbb D_{KL}[\\pi_\\theta \\| \\pi_{ref}] \\Big\\},
+      - \\beta\\,
+        \\mathbb D_{\\mathrm{KL}}[\\pi_\\theta \\Vert \\pi_{\\mathrm{ref}}] \\Big\\},
     \\qquad
     \\rho_{i,t} = \\frac{\\pi_\\theta(o_{i,t} \\mid q, o_{i,<t})}
-                       {\\pi_{\\theta_{old}}(o_{i,t} \\mid q, o_{i,<t})}
+                       {\\pi_{\\theta_{\\mathrm{old}}}(o_{i,t} \\mid q, o_{i,<t})}
 
 This module gives each bracket as a function of per-token log-probabilities
 (``[B, T]`` tensors); how the tokens are averaged (per sequence, per batch, ...) is the
@@ -27,8 +28,8 @@ KL_KINDS = ("k1", "k2", "k3")
 def _check_same_shape(a: torch.Tensor, b: torch.Tensor, names: str) -> None:
     if a.shape != b.shape:
         raise ValueError(
-            f"{names} must have the same shape (one log-prob per completion token), got "
-            f"{tuple(a.shape)} and {tuple(b.shape)}."
+            f"{names} must have the same shape (one log-prob per completion token), "
+            f"got {tuple(a.shape)} and {tuple(b.shape)}."
         )
 
 
@@ -37,13 +38,15 @@ def probability_ratio(logp: torch.Tensor, old_logp: torch.Tensor) -> torch.Tenso
 
     .. math::
 
-        \\rho_t = \\frac{\\pi_\\theta(o_t \\mid \\cdot)}{\\pi_{\\theta_{old}}(o_t \\mid \\cdot)}
-               = \\exp(\\log\\pi_\\theta - \\log\\pi_{\\theta_{old}})
+        \\rho_t = \\frac{\\pi_\\theta(o_t \\mid \\cdot)}
+                      {\\pi_{\\theta_{\\mathrm{old}}}(o_t \\mid \\cdot)}
+               = \\exp(\\log\\pi_\\theta - \\log\\pi_{\\theta_{\\mathrm{old}}})
 
-    Computed in log space (a ratio of two tiny probabilities underflows). ``old_logp`` is
-    a constant (the policy that sampled the data), so it is detached: the gradient flows
-    only through ``logp``. On the first of ``num_iterations`` updates the ratio is exactly
-    1 but its gradient is not 0: ``d rho / d theta = rho * d log pi_theta / d theta``.
+    Computed in log space (a ratio of two tiny probabilities underflows). ``old_logp``
+    is a constant (the policy that sampled the data), so it is detached: the gradient
+    flows only through ``logp``. On the first of ``num_iterations`` updates the ratio is
+    exactly 1 but its gradient is not 0: ``d rho / d theta = rho * d log pi_theta /
+    d theta``.
 
     Args:
         logp: ``[B, T]`` log-probs of the sampled tokens under the current policy.
@@ -75,13 +78,14 @@ def clipped_surrogate(
     epsilon: float = 0.2,
     epsilon_high: float | None = None,
 ) -> torch.Tensor:
-    """PPO's clipped surrogate per token: the quantity to MAXIMISE (Schulman et al. 2017).
+    """PPO's clipped surrogate per token: the quantity to MAXIMISE (Schulman et al.
+    2017).
 
     .. math::
 
-        L_t = \\min\\big(\\rho_t A,\\;
-                        \\operatorname{clip}(\\rho_t, 1-\\varepsilon_{low}, 1+\\varepsilon_{high})
-                        \\, A\\big)
+        L_t = \\min\\big(\\rho_t \\hat A,\\;
+                  \\operatorname{clip}(\\rho_t, 1-\\varepsilon_{\\mathrm{low}},
+                                       1+\\varepsilon_{\\mathrm{high}})\\, \\hat A\\big)
 
     With ``A > 0`` the min caps the gain once ``rho > 1 + eps_high`` (gradient 0 there);
     with ``A < 0`` it caps it once ``rho < 1 - eps_low``. On the other side the
@@ -103,7 +107,8 @@ def clipped_surrogate(
     if not (0 <= eps_low < 1) or eps_high < 0:
         raise ValueError(
             f"clip ranges must satisfy 0 <= epsilon < 1 and epsilon_high >= 0, got "
-            f"epsilon={epsilon!r}, epsilon_high={epsilon_high!r} (usual: 0.2 and 0.2-0.28)."
+            f"epsilon={epsilon!r}, epsilon_high={epsilon_high!r} (usual: 0.2 and "
+            f"0.2-0.28)."
         )
     adv = _broadcast_advantages(advantages, ratio)  # [B, 1] or [B, T]
     unclipped = ratio * adv  # [B, T]
@@ -134,41 +139,44 @@ def clipped_tokens(
     return low, high
 
 
-def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") -> torch.Tensor:
-    """Per-token estimate of the reverse KL ``KL(pi_theta || pi_ref)`` from policy samples.
+def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor,
+                kind: str = "k3") -> torch.Tensor:
+    """Per-token estimate of the reverse KL ``KL(pi_theta || pi_ref)`` from policy
+    samples.
 
-    The tokens were sampled from the policy ``pi_theta``. With the log-ratio
-    ``log r = log pi_ref - log pi_theta`` (Schulman 2020, "Approximating KL divergence"):
+    The tokens were sampled from the policy ``pi_theta``. With the reference log-ratio
+    ``delta = log pi_theta - log pi_ref``, the reference ratio is
+    ``pi_ref / pi_theta = exp(-delta)`` (Schulman 2020, "Approximating KL divergence"):
 
     .. math::
 
-        k_1 = -\\log r, \\qquad
-        k_2 = \\tfrac12 (\\log r)^2, \\qquad
-        k_3 = (r - 1) - \\log r
+        k_1 = \\delta, \\qquad
+        k_2 = \\tfrac12 \\delta^2, \\qquad
+        k_3 = e^{-\\delta} + \\delta - 1
 
-    Each is an estimator of ``KL(pi_theta || pi_ref) = E_{x ~ pi_theta}[-log r(x)]``:
-    ``k1`` is unbiased but can be negative and has a high variance; ``k2`` is biased (its
-    mean is an f-divergence that agrees with KL to second order) with a low variance;
-    ``k3`` is unbiased (``E[r] = 1``), never negative, and low-variance — the one GRPO
-    uses (DeepSeekMath eq. 4: ``pi_ref/pi_theta - log(pi_ref/pi_theta) - 1``) and TRL's
-    ``GRPOTrainer`` computes.
+    Each is an estimator of ``KL(pi_theta || pi_ref) = E_{x ~ pi_theta}[delta(x)]``:
+    ``k1`` is unbiased but can be negative and has a high variance; ``k2`` is biased
+    (its mean is an f-divergence that agrees with KL to second order) with a low
+    variance; ``k3`` is unbiased (``E[exp(-delta)] = 1``), never negative, and
+    low-variance — the one GRPO uses (DeepSeekMath eq. 4:
+    ``pi_ref/pi_theta - log(pi_ref/pi_theta) - 1``) and TRL's ``GRPOTrainer`` computes.
 
     **Their gradients as a loss are different things.** Minimising ``E_{x~pi}[k(x)]``
-    with the samples held fixed (what a trainer does: ``beta * k`` added to the per-token
-    loss) gives, in expectation over on-policy samples,
+    with the samples held fixed (what a trainer does: ``beta * k`` added to the
+    per-token loss) gives, in expectation over on-policy samples,
 
     * ``k1``: ``E[grad log pi] = 0`` — no signal at all, only noise;
-    * ``k2``: ``E[(log pi - log pi_ref) grad log pi] = grad KL(pi_theta || pi_ref)``, the
-      gradient of the reverse KL;
-    * ``k3``: ``E[(1 - r) grad log pi] = -E_{pi_ref}[grad log pi]
+    * ``k2``: ``E[delta grad log pi] = grad KL(pi_theta || pi_ref)``, the gradient of
+      the reverse KL;
+    * ``k3``: ``E[(1 - exp(-delta)) grad log pi] = -E_{pi_ref}[grad log pi]
       = grad KL(pi_ref || pi_theta)``, the gradient of the *forward* KL, not of the KL
       that ``k3`` estimates. Chapter 2 checks all three with autograd on a categorical
       distribution with exact expectations.
 
-    Multiplying ``k3`` by the probability ratio ``rho = pi_theta / pi_old`` (value 1
+    Multiplying ``k3`` by the policy ratio ``rho = pi_theta / pi_old`` (value 1
     on-policy, gradient ``grad log pi``) turns its gradient into the reverse-KL one:
-    ``grad(rho k3) = (1 - r + k3) grad log pi = (log pi - log pi_ref) grad log pi``. TRL
-    1.16 does this by default (``use_bias_correction_kl=True``, after DeepSeek-V3.2).
+    ``grad(rho k3) = (1 - exp(-delta) + k3) grad log pi = delta grad log pi``. TRL 1.16
+    does this by default (``use_bias_correction_kl=True``, after DeepSeek-V3.2).
 
     Args:
         logp: ``[B, T]`` log-probs of the sampled tokens under the policy.
@@ -179,13 +187,14 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") ->
         ``[B, T]`` per-token estimates (differentiable w.r.t. both inputs).
     """
     _check_same_shape(logp, ref_logp, "logp and ref_logp")
-    log_r = ref_logp - logp  # [B, T]  log(pi_ref / pi_theta)
+    delta = logp - ref_logp  # [B, T]  log pi_theta - log pi_ref
     if kind == "k1":
-        return -log_r
+        return delta
     if kind == "k2":
-        return 0.5 * log_r.pow(2)
+        return 0.5 * delta.pow(2)
     if kind == "k3":
-        # exp(log_r) - log_r - 1: the same expression as TRL's GRPOTrainer per_token_kl.
-        return torch.exp(log_r) - log_r - 1.0
-    raise ValueError(f"kind={kind!r} is not one of {KL_KINDS} (Schulman's estimators; GRPO "
-                     f"uses 'k3').")
+        # exp(-delta) + delta - 1: TRL's GRPOTrainer per_token_kl, with
+        # ref - logp = -delta in its exponent.
+        return torch.exp(-delta) + delta - 1.0
+    raise ValueError(f"kind={kind!r} is not one of {KL_KINDS} (Schulman's estimators; "
+                     f"GRPO uses 'k3').")

@@ -38,14 +38,17 @@ class Profile:
         return self.name == "smoke"
 
     def __str__(self) -> str:
-        return f"profile={self.name} device={self.device} dtype={str(self.dtype).replace('torch.', '')}"
+        dtype = str(self.dtype).replace("torch.", "")
+        return f"profile={self.name} device={self.device} dtype={dtype}"
 
 
 def profile(name: str | None = None) -> Profile:
-    """Choose the profile: ``name`` if given, else ``$GRPO_PROFILE``, else from the device.
+    """Choose the profile: ``name`` if given, else ``$GRPO_PROFILE``, else from the
+    device.
 
-    The device is CUDA when available (even for ``smoke``/``cpu``, so a GPU reader's smoke
-    run is still fast); the dtype is bfloat16 on a GPU that supports it, float32 otherwise.
+    The device is CUDA when available (even for ``smoke``/``cpu``, so a GPU reader's
+    smoke run is still fast); the dtype is bfloat16 on a GPU that supports it, float32
+    otherwise.
     """
     chosen = name or os.environ.get(ENV_VAR, "").strip().lower() or None
     has_cuda = torch.cuda.is_available()
@@ -62,5 +65,6 @@ def profile(name: str | None = None) -> Profile:
             f"Unset {ENV_VAR} or set it to 'cpu' (or 'smoke') on this machine."
         )
     device = "cuda" if has_cuda else "cpu"
-    dtype = torch.bfloat16 if has_cuda and torch.cuda.is_bf16_supported() else torch.float32
+    bf16 = has_cuda and torch.cuda.is_bf16_supported()
+    dtype = torch.bfloat16 if bf16 else torch.float32
     return Profile(name=chosen, device=device, dtype=dtype)

@@ -209,7 +209,8 @@ class GRPOConfig:
     resume_from_checkpoint: str | None = None
     """A checkpoint-<step> folder to resume from, or ``"latest"`` (in output_dir)."""
     overwrite_output_dir: bool = False
-    """Let a fresh run delete an earlier run's checkpoints in output_dir (default: refuse)."""
+    """Let a fresh run delete an earlier run's checkpoints in output_dir (default:
+    refuse)."""
     device: str | None = None
     """Device for train_from_yaml (``None``: the profile's, CUDA when available)."""
 
@@ -372,7 +373,8 @@ class GRPOConfig:
 
 
 def _coerce(name: str, value: Any, cls: type) -> Any:
-    """Turn YAML strings into the field's number type (YAML reads ``1e-3`` as a string)."""
+    """Turn YAML strings into the field's number type (YAML reads ``1e-3`` as a
+    string)."""
     hint = typing.get_type_hints(cls)[name]
     hint = getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint)
     if not isinstance(value, str) or "str" in hint:
@@ -613,7 +615,8 @@ class GRPOTrainer:
         self.history: list[dict] = []
         self.output_dir = Path(config.output_dir)
         if config.resume_from_checkpoint:
-            self.resolve_checkpoint(config.resume_from_checkpoint)  # fail before training
+            # fail now, before training, if the checkpoint is missing
+            self.resolve_checkpoint(config.resume_from_checkpoint)
         elif not config.overwrite_output_dir:
             _refuse_to_overwrite_checkpoints(self.output_dir)
         self._warned: set[tuple[str, str]] = set()
@@ -1219,8 +1222,9 @@ class GRPOTrainer:
         self._print(f"resumed from {path} (step {self.step})")
         if self.step >= self.config.max_steps:
             self._print(f"the checkpoint is at step {self.step} and max_steps is "
-                        f"{self.config.max_steps}: nothing left to train. Raise max_steps "
-                        f"to go on (the learning-rate schedule is set by max_steps).")
+                        f"{self.config.max_steps}: nothing left to train. Raise "
+                        f"max_steps to go on (the learning-rate schedule is set by "
+                        f"max_steps).")
 
     def _truncate_logs(self) -> None:
         """On resume, drop log rows written after the checkpoint's step."""
@@ -1270,8 +1274,9 @@ class GRPOTrainer:
                 for path in old:
                     shutil.rmtree(path)
                 if old:
-                    self._print(f"overwrite_output_dir: deleted {len(old)} checkpoint(s) "
-                                f"of an earlier run in {self.output_dir}.")
+                    self._print(f"overwrite_output_dir: deleted {len(old)} "
+                                f"checkpoint(s) of an earlier run in "
+                                f"{self.output_dir}.")
             random.seed(cfg.seed)
             np.random.seed(cfg.seed)
             torch.manual_seed(cfg.seed)
@@ -1367,7 +1372,8 @@ def _refuse_to_overwrite_checkpoints(output_dir: Path) -> None:
     ``resume_from_checkpoint="latest"`` would later pick the wrong run's."""
     found = _checkpoint_dirs(output_dir)
     if found:
-        names = ", ".join(p.name for p in found[:4]) + (", ..." if len(found) > 4 else "")
+        names = ", ".join(p.name for p in found[:4])
+        names += ", ..." if len(found) > 4 else ""
         raise FileExistsError(
             f"output_dir {output_dir} already holds checkpoints of an earlier run "
             f"({names}). Continue that run with resume_from_checkpoint=latest, pick "
@@ -1497,7 +1503,8 @@ def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):
 
 
 def run_training(trainer: "GRPOTrainer"):
-    """Run ``trainer`` to its ``max_steps``; print the time and the last step's summary."""
+    """Run ``trainer`` to its ``max_steps``; print the time and the last step's
+    summary."""
     config = trainer.config
     t0 = time.perf_counter()
     metrics = trainer.train()

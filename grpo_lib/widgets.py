@@ -3,10 +3,11 @@
 * :func:`advantage_table` — edit a group's rewards, watch the advantages change;
 * :func:`surrogate_explorer` — move ε, ε_high and A, watch the clipped surrogate change.
 
-Both return a widget. In a live notebook (JupyterLab, VS Code) it is interactive. Where no
-kernel is attached — the rendered book, a notebook executed headless — the widget also
-carries a static HTML rendering of its current state (a table and a figure), so the page
-still shows the numbers: ``_config.yml`` tells the book to prefer that HTML.
+Both return a widget. In a live notebook (JupyterLab, VS Code) it is interactive.
+Where no kernel is attached — the rendered book, a notebook executed headless — the
+widget also carries a static HTML rendering of its current state (a table and a figure),
+so the page still shows the numbers: ``_config.yml`` tells the book to prefer that
+HTML.
 """
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def _advantage_rows(rewards: np.ndarray, group_size: int, eps: float) -> dict:
 
 def _html_table(rewards: np.ndarray, advantages: dict, labels: Sequence[str],
                 group_size: int) -> str:
-    """An HTML table: one row per output, one column per convention, group stats below."""
+    """An HTML table: one row per output, one column per convention, group stats
+    below."""
     head = "".join(f"<th>A ({html.escape(k)})</th>" for k in advantages)
     rows = []
     for i, label in enumerate(labels):
@@ -73,16 +75,17 @@ def advantage_table(
     """An editable reward table that recomputes the group-relative advantages.
 
     One number box per output holds its reward; every edit recomputes
-    :math:`A_i = (r_i - \\operatorname{mean}(\\mathbf r_g)) / (\\operatorname{std}(\\mathbf
-    r_g) + \\varepsilon)` with :func:`grpo_lib.advantages.group_advantages` under both
-    conventions (population std, as in the GRPO-Zero code; sample std, as in TRL), and
-    redraws the table and the bar chart.
+    :math:`\\hat A_i = (r_i - \\bar r) / (\\sigma_r + \\epsilon_{\\mathrm{std}})` with
+    :func:`grpo_lib.advantages.group_advantages` under both conventions for the group's
+    standard deviation :math:`\\sigma_r` (population std, as in the GRPO-Zero code;
+    sample std, as in TRL), and redraws the table and the bar chart.
 
     Args:
         rewards: the starting rewards, ``num_groups * G`` of them, groups contiguous.
         group_size: ``G`` (default: all rewards form one group).
         labels: a name per output (default ``o1, o2, ...``).
-        eps: added to the std, as in :func:`~grpo_lib.advantages.group_advantages`.
+        eps: :math:`\\epsilon_{\\mathrm{std}}`, added to the std, as in
+            :func:`~grpo_lib.advantages.group_advantages`.
 
     Returns:
         The widget (display it, or make it the last expression of a cell). Its
@@ -91,7 +94,9 @@ def advantage_table(
     """
     start = np.asarray(list(rewards), dtype=float)  # [B]
     group_size = int(start.size if group_size is None else group_size)
-    labels = [f"o{i + 1}" for i in range(start.size)] if labels is None else list(labels)
+    if labels is None:
+        labels = [f"o{i + 1}" for i in range(start.size)]
+    labels = list(labels)
     if len(labels) != start.size:
         raise ValueError(f"advantage_table got {len(labels)} labels for {start.size} "
                          f"rewards; pass one label per reward (or none).")
@@ -153,14 +158,16 @@ def surrogate_explorer(
 ) -> widgets.VBox:
     """Sliders for ε, ε_high and A that redraw PPO/GRPO's clipped surrogate.
 
-    The curve is :math:`\\min(\\rho A, \\operatorname{clip}(\\rho, 1-\\varepsilon,
-    1+\\varepsilon_{high}) A)` against the ratio :math:`\\rho`, computed by
-    :func:`grpo_lib.objective.clipped_surrogate` (via :func:`grpo_lib.plots.plot_surrogate`).
-    Setting ε_high above ε is DAPO's clip-higher (0.2 / 0.28 in Yu et al. 2025).
+    The curve is :math:`\\min(\\rho \\hat A, \\operatorname{clip}(\\rho,
+    1-\\varepsilon_{\\mathrm{low}}, 1+\\varepsilon_{\\mathrm{high}})\\, \\hat A)`
+    against the policy ratio :math:`\\rho`, computed by
+    :func:`grpo_lib.objective.clipped_surrogate` (via
+    :func:`grpo_lib.plots.plot_surrogate`). Setting ε_high above ε is DAPO's clip-higher
+    (0.2 / 0.28 in Yu et al. 2025).
 
     Returns:
-        The widget; ``.sliders`` maps ``"epsilon"``, ``"epsilon_high"``, ``"advantage"`` to
-        its sliders.
+        The widget; ``.sliders`` maps ``"epsilon"``, ``"epsilon_high"``,
+        ``"advantage"`` to its sliders.
     """
     eps_high = epsilon if epsilon_high is None else epsilon_high
     style = {"description_width": "70px"}

@@ -5,8 +5,8 @@ Import a checker from its own chapter's module::
     from grpo_lib.exercises.ch01 import check_informative_groups
 
 A checker takes the learner's attempt, runs it on cases with known answers and raises
-``AssertionError`` with a message that says exactly what is wrong (input, expected, got);
-on success it prints a short confirmation and returns True.
+``AssertionError`` with a message that says exactly what is wrong (input, expected,
+got); on success it prints a short confirmation and returns True.
 
 This package re-exports nothing: two chapters may ask for functions of the same name
 with different contracts (chapter 1's ``check_informative_groups`` wants one bool per

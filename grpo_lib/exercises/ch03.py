@@ -116,8 +116,9 @@ def check_spray_hack(text) -> bool:
                              f"{type(text).__name__}")
     golds = [str(k) for k in range(1000)]
     if format_reward([text]) != [1.0]:
-        raise AssertionError("the completion must have the strict format: "
-                             "<think> ... </think> <answer> ... </answer>, nothing else.")
+        raise AssertionError(
+            "the completion must have the strict format: "
+            "<think> ... </think> <answer> ... </answer>, nothing else.")
     hits = substring_correctness([text] * len(golds), answer=golds)
     missed = [g for g, h in zip(golds, hits) if h != 1.0]
     if missed:

@@ -10,7 +10,8 @@ def _fmt(t: torch.Tensor) -> str:
 
 def _reference_completion_logprobs(logits, input_ids, prompt_len):
     logp = logits.log_softmax(-1)  # [B, P+C, V]
-    return logp[:, prompt_len - 1:-1].gather(-1, input_ids[:, prompt_len:, None])[..., 0]
+    targets = input_ids[:, prompt_len:, None]  # [B, C, 1]
+    return logp[:, prompt_len - 1:-1].gather(-1, targets)[..., 0]  # [B, C]
 
 
 def check_completion_logprobs(fn) -> bool:
@@ -29,14 +30,15 @@ def check_completion_logprobs(fn) -> bool:
             f"completion token; P={P}, C={C}), got {tuple(got.shape)}."
         )
     if torch.allclose(got.double(), expected, atol=1e-6):
-        print("check_completion_logprobs: correct, logits[:, P-1:-1] predict ids[:, P:].")
+        print("check_completion_logprobs: correct, logits[:, P-1:-1] predict "
+              "ids[:, P:].")
         return True
     logp = logits.log_softmax(-1)
     hint = ""
     no_shift = logp[:, P:].gather(-1, input_ids[:, P:, None])[..., 0]
     if torch.allclose(got.double(), no_shift, atol=1e-6):
-        hint = (" You read each token's log-prob from its own position (logits[:, P:]); "
-                "the logit at t predicts the token at t + 1, so use logits[:, P-1:-1].")
+        hint = (" You read each token's log-prob from its own position "
+                "(logits[:, P:]); the logit at t predicts the token at t + 1.")
     elif torch.allclose(got.double(), logits[:, P - 1:-1].gather(
             -1, input_ids[:, P:, None])[..., 0], atol=1e-6):
         hint = " These are raw logits: take log_softmax over the vocabulary first."
@@ -52,18 +54,20 @@ def check_position_ids(fn) -> bool:
     expected = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4], [0, 0, 0, 0, 0]])
     got = fn(mask.clone())
     if not isinstance(got, torch.Tensor) or got.shape != mask.shape:
-        raise AssertionError(f"return a tensor of shape {tuple(mask.shape)} (one position "
-                             f"per token), got {getattr(got, 'shape', type(got))}.")
+        raise AssertionError(
+            f"return a tensor of shape {tuple(mask.shape)} (one position per token), "
+            f"got {getattr(got, 'shape', type(got))}.")
     real = mask.bool()
     if torch.equal(got.long()[real], expected[real]):
-        print("check_position_ids: correct, the first real token of every row is at 0.")
+        print("check_position_ids: correct, the first real token of every row is at "
+              "0.")
         return True
     hint = ""
     if torch.equal(got.long()[real], torch.arange(5).expand(3, 5)[real]):
-        hint = (" These count the padding: the first real token of a left-padded row must "
-                "be at position 0. Count real tokens: cumsum(mask) - 1.")
+        hint = (" These count the padding: the first real token of a left-padded row "
+                "must be at position 0. Count only the real tokens seen so far.")
     elif torch.equal(got.long()[real], mask.cumsum(-1)[real]):
-        hint = " Off by one: positions start at 0, so subtract 1 from the cumulative sum."
+        hint = " Off by one: the first real token is at position 0, not 1."
     raise AssertionError(f"attention_mask {mask.tolist()}:\n expected (real tokens) "
                          f"{expected.tolist()}\n got {got.tolist()}.{hint}")
 
@@ -79,11 +83,13 @@ def check_sft_labels(fn) -> bool:
     expected = torch.tensor([-100, -100, -100, 7, 7, 3, -100, -100])
     got = fn(ids.clone(), mask.clone())
     if not isinstance(got, torch.Tensor) or got.shape != ids.shape:
-        raise AssertionError(f"return labels of the same shape as input_ids "
-                             f"{tuple(ids.shape)}, got {getattr(got, 'shape', type(got))}. "
-                             f"HF shifts inside its loss; do not drop a position.")
+        raise AssertionError(
+            f"return labels of the same shape as input_ids {tuple(ids.shape)}, got "
+            f"{getattr(got, 'shape', type(got))}. HF shifts inside its loss; do not "
+            f"drop a position.")
     if torch.equal(got.long(), expected):
-        print("check_sft_labels: correct, labels = ids where mask else -100 (HF shifts).")
+        print("check_sft_labels: correct, labels = ids where mask else -100 (HF "
+              "shifts).")
         return True
     hint = ""
     kept = (got.long() != -100).long()

@@ -1,8 +1,8 @@
 """Checkers for chapter 5's exercises (the task and its designed mistake).
 
-Each ``check_*`` runs the learner's function on a few hundred generated problems, with and
-without parentheses, and raises ``AssertionError`` naming the first failing input, the
-expected value and what came back. Solutions: ``book/solutions/ch05.md``.
+Each ``check_*`` runs the learner's function on a few hundred generated problems, with
+and without parentheses, and raises ``AssertionError`` naming the first failing input,
+the expected value and what came back. Solutions: ``book/solutions/ch05.md``.
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def check_left_to_right(fn: Callable[[str], int]) -> bool:
 
 
 def check_precedence_matters(fn: Callable[[str], bool]) -> bool:
-    """``fn(question)`` is True exactly when left-to-right evaluation changes the answer."""
+    """``fn(question)`` is True exactly when left-to-right evaluation changes the
+    answer."""
     for q in _questions():
         expected = evaluate_expression(q, True) != evaluate_expression(q, False)
         got = fn(q)
@@ -45,7 +46,7 @@ def check_precedence_matters(fn: Callable[[str], bool]) -> bool:
             raise AssertionError(
                 f"fn({q!r}): expected {expected} (correct value "
                 f"{evaluate_expression(q, True)}, left to right "
-                f"{evaluate_expression(q, False)}), got {got!r}. A '*' after a '+' or '-' "
-                f"is not enough: '9 - 7 * 1' gives 2 both ways.")
+                f"{evaluate_expression(q, False)}), got {got!r}. A '*' after a '+' or "
+                f"'-' is not enough: '9 - 7 * 1' gives 2 both ways.")
     print(f"check_precedence_matters: all {len(_questions())} problems pass.")
     return True

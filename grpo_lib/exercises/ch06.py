@@ -26,7 +26,8 @@ def check_top_p_filter(fn) -> bool:
         expected = top_p_filter(logits, p)
         got = fn(logits.clone(), p)
         if not isinstance(got, torch.Tensor) or got.shape != logits.shape:
-            shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            shape = (tuple(got.shape) if isinstance(got, torch.Tensor)
+                     else type(got).__name__)
             raise AssertionError(
                 f"top_p={p}: expected a tensor of shape {tuple(logits.shape)} (the "
                 f"filtered logits, same shape as the input), got {shape}."
@@ -46,14 +47,14 @@ def check_top_p_filter(fn) -> bool:
             hint = (" Every token was removed: the most likely token must always stay "
                     "(keep a token while the mass *before* it is below top_p).")
         elif not kept_ok and n_got == n_exp - 1:
-            hint = (" You drop one token too many: keep a token while the mass *before* "
-                    "it is below top_p (cumsum - p < top_p), so the token that crosses "
-                    "the threshold stays.")
+            hint = (" You drop one token too many: the token whose probability "
+                    "crosses top_p stays (look at the mass *before* each token).")
         elif not kept_ok:
             hint = (" Sort by probability (descending), take the cumulative sum of the "
                     "softmax, and scatter the decision back to vocabulary order.")
         elif not values_ok:
-            hint = " Kept tokens must keep their original logits (only set others to -inf)."
+            hint = (" Kept tokens must keep their original logits (only set others to "
+                    "-inf).")
         raise AssertionError(
             f"top_p={p}, probabilities "
             f"{[round(v, 3) for v in logits[row].softmax(-1).tolist()[:8]]}:\n"
@@ -85,8 +86,10 @@ def check_completion_mask(fn) -> bool:
     expected = reference_completion_mask(ids, stop_ids)
     got = fn(ids.clone(), stop_ids)
     if not isinstance(got, torch.Tensor) or got.shape != ids.shape:
-        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-        raise AssertionError(f"expected a tensor of shape {tuple(ids.shape)}, got {shape}.")
+        shape = (tuple(got.shape) if isinstance(got, torch.Tensor)
+                 else type(got).__name__)
+        raise AssertionError(
+            f"expected a tensor of shape {tuple(ids.shape)}, got {shape}.")
     if torch.equal(got.long(), expected):
         print("check_completion_mask: correct (stop token included, truncated rows "
               "all ones, several stop ids).")
@@ -94,11 +97,12 @@ def check_completion_mask(fn) -> bool:
     bad = int((got.long() != expected).any(-1).nonzero()[0])
     hint = ""
     if got.long()[bad].sum() == expected[bad].sum() - 1:
-        hint = (" The stop token itself must be inside the mask: the model is trained to "
-                "emit it, so its log-probability counts.")
+        hint = (" The stop token itself must be inside the mask: the model is trained "
+                "to emit it, so its log-probability counts.")
     elif got.long()[bad].sum() == 0:
         hint = " A row without a stop token (truncated) keeps every token."
     raise AssertionError(
         f"row {bad}: ids {ids[bad].tolist()} with stop ids {stop_ids}:\n"
-        f" expected {expected[bad].tolist()}\n got      {got.long()[bad].tolist()}.{hint}"
+        f" expected {expected[bad].tolist()}\n"
+        f" got      {got.long()[bad].tolist()}.{hint}"
     )

@@ -144,7 +144,7 @@ def _gap_cases():
 
 
 def check_length_gap_in_group(fn) -> bool:
-    r"""Check ``fn(lengths, correct, group_size) -> float``: the within-group length gap.
+    r"""Check ``fn(lengths, correct, group_size) -> float``: the length gap in groups.
 
     ``lengths``: ``[B]`` token counts with ``B = P * group_size`` and groups contiguous;
     ``correct``: ``B`` bools. Over the groups that have at least one right *and* one
@@ -172,12 +172,13 @@ def check_length_gap_in_group(fn) -> bool:
         hint = ""
         pooled = _pooled_gap(lengths, correct)
         if math.isclose(got, pooled, rel_tol=1e-5, abs_tol=1e-5):
-            hint = (" That is the pooled gap over the whole batch: compare the right and "
-                    "wrong answers inside each group (lengths.view(-1, group_size)), "
-                    "then average over the mixed groups.")
+            hint = (" That is the pooled gap over the whole batch: compare the right "
+                    "and wrong answers inside each group "
+                    "(lengths.view(-1, group_size)), then average over the mixed "
+                    "groups.")
         elif math.isclose(got, -expected, rel_tol=1e-5, abs_tol=1e-5):
             hint = " The sign is flipped: wrong minus right."
         raise AssertionError(f"{where}: expected {expected:.4f}, got {got:.4f}.{hint}")
-    print("check_length_gap_in_group: agrees with the trainer's metric on hand-made and "
-          "random batches, NaN when no group is mixed.")
+    print("check_length_gap_in_group: agrees with the trainer's metric on hand-made "
+          "and random batches, NaN when no group is mixed.")
     return True

@@ -5,7 +5,8 @@ TASKS = ("arithmetic",)
 
 
 def load_task_split(task: str = "arithmetic", split: str = "train"):
-    """A task's split as a ``datasets.Dataset`` (columns: question, answer, prompt, ...)."""
+    """A task's split as a ``datasets.Dataset`` (columns: question, answer, prompt,
+    ...)."""
     if task == "arithmetic":
         from .arithmetic import load_split
 
