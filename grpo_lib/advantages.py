@@ -1,8 +1,8 @@
 """Group-relative advantages: GRPO's replacement for a learned critic.
 
 For one prompt the policy samples a *group* of ``G`` outputs ``o_1 .. o_G`` and a rule
-scores them ``r_1 .. r_G``. With outcome supervision every token of output ``i`` gets the
-same advantage (DeepSeekMath, Shao et al. 2024, section 4.1.2):
+scores them ``r_1 .. r_G``. With outcome supervision every token of output ``i`` gets
+the same advantage (DeepSeekMath, Shao et al. 2024, section 4.1.2):
 
 .. math::
 
@@ -19,10 +19,11 @@ here:
   Liu et al. 2025, which argues the std division biases toward too-easy and too-hard
   prompts).
 * ``std`` — ``"sample"`` is the unbiased std (divide by ``G - 1``), what TRL uses;
-  ``"population"`` divides by ``G`` (``numpy.std``), what the GRPO-Zero code in the seed
-  tutorial uses. For G = 4 the two differ by a factor ``sqrt(4/3) = 1.1547``.
-* ``eps`` — added to the std (TRL and GRPO-Zero both use ``1e-4``) so that a group whose
-  rewards are all equal gets advantages of exactly 0 instead of 0/0.
+  ``"population"`` divides by ``G`` (``numpy.std``), what the GRPO-Zero code uses. For
+  G = 4 the two differ by a factor ``sqrt(4/3) = 1.1547``.
+* ``eps`` — :math:`\\epsilon_{\\mathrm{std}}`, added to the std (TRL and GRPO-Zero both
+  use ``1e-4``) so that a group whose rewards are all equal gets advantages of exactly 0
+  instead of 0/0.
 
 Groups are contiguous: a batch of ``B = num_prompts * G`` rewards is ordered
 ``[p0]*G + [p1]*G + ...`` (see ARCHITECTURE.md).
@@ -38,8 +39,10 @@ SCALES = ("group", "batch", "none")
 STDS = ("sample", "population")
 
 
-def _as_reward_tensor(rewards: Sequence[float] | np.ndarray | torch.Tensor) -> torch.Tensor:
-    """Turn a list / array / tensor of rewards into a 1-D floating tensor, checking values."""
+def _as_reward_tensor(
+        rewards: Sequence[float] | np.ndarray | torch.Tensor) -> torch.Tensor:
+    """Turn a list / array / tensor of rewards into a 1-D floating tensor, checking
+    values."""
     if isinstance(rewards, torch.Tensor):
         r = rewards.detach()
         if not torch.is_floating_point(r):
@@ -49,18 +52,19 @@ def _as_reward_tensor(rewards: Sequence[float] | np.ndarray | torch.Tensor) -> t
             r = torch.as_tensor(np.asarray(rewards, dtype=np.float64))
         except (TypeError, ValueError) as err:
             raise TypeError(
-                f"rewards must be a list, numpy array or tensor of numbers; could not convert "
-                f"{type(rewards).__name__} ({err}). Pass e.g. [0.1, 1.1, 1.0, 0.1]."
+                f"rewards must be a list, numpy array or tensor of numbers; could not "
+                f"convert {type(rewards).__name__} ({err}). Pass e.g. "
+                f"[0.1, 1.1, 1.0, 0.1]."
             ) from None
         r = r.to(torch.get_default_dtype())
     if r.ndim != 1:
         raise ValueError(
-            f"rewards must be 1-D (one reward per completion, groups contiguous), got shape "
-            f"{tuple(r.shape)}. Flatten it first: rewards.reshape(-1)."
+            f"rewards must be 1-D (one reward per completion, groups contiguous), got "
+            f"shape {tuple(r.shape)}. Flatten it first: rewards.reshape(-1)."
         )
     if r.numel() == 0:
-        raise ValueError("rewards is empty: there is nothing to normalise. Pass at least one "
-                         "group of G >= 2 rewards.")
+        raise ValueError("rewards is empty: there is nothing to normalise. Pass at "
+                         "least one group of G >= 2 rewards.")
     bad = (~torch.isfinite(r)).nonzero().flatten().tolist()
     if bad:
         shown = ", ".join(f"{i}: {r[i].item()}" for i in bad[:10])
@@ -78,15 +82,16 @@ def _check_group_size(n: int, group_size: int) -> None:
         raise TypeError(f"group_size must be an int, got {group_size!r}.")
     if group_size < 2:
         raise ValueError(
-            f"group_size={group_size}: a group of size 1 has no baseline (its mean is its own "
-            f"reward, so every advantage would be 0 and nothing would be learned). GRPO needs "
-            f"G >= 2 completions per prompt; use num_generations >= 2 (the papers use 4-64)."
+            f"group_size={group_size}: a group of size 1 has no baseline (its mean is "
+            f"its own reward, so every advantage would be 0 and nothing would be "
+            f"learned). GRPO needs G >= 2 completions per prompt; use "
+            f"num_generations >= 2 (the papers use 4-64)."
         )
     if n % group_size != 0:
         raise ValueError(
-            f"{n} rewards cannot be split into groups of {group_size} ({n} % {group_size} = "
-            f"{n % group_size}). Pass num_prompts * G rewards, each prompt's G completions "
-            f"contiguous."
+            f"{n} rewards cannot be split into groups of {group_size} "
+            f"({n} % {group_size} = {n % group_size}). Pass num_prompts * G rewards, "
+            f"each prompt's G completions contiguous."
         )
 
 
@@ -109,8 +114,8 @@ def group_stats(
 
     .. math::
 
-        \\mu_g = \\frac1G \\sum_{i \\in g} r_i, \\qquad
-        \\sigma_g = \\sqrt{\\frac{1}{G - c} \\sum_{i \\in g} (r_i - \\mu_g)^2}
+        \\bar r_g = \\frac1G \\sum_{i \\in g} r_i, \\qquad
+        \\sigma_{r,g} = \\sqrt{\\frac{1}{G - c} \\sum_{i \\in g} (r_i - \\bar r_g)^2}
 
     with ``c = 1`` for ``std="sample"`` and ``c = 0`` for ``std="population"``.
 
@@ -129,37 +134,42 @@ def group_advantages(
     std: str = "sample",
     eps: float = 1e-4,
 ) -> torch.Tensor:
-    """Group-relative advantages, one per completion (DeepSeekMath, outcome supervision).
+    """Group-relative advantages, one per completion (DeepSeekMath, outcome
+    supervision).
 
     .. math::
 
-        A_i = \\frac{r_i - \\operatorname{mean}(\\mathbf r_g)}{\\operatorname{std}(\\mathbf r_g)
-              + \\varepsilon}
+        \\hat A_i = \\frac{r_i - \\bar r_g}{\\sigma_{r,g} + \\epsilon_{\\mathrm{std}}}
 
-    where ``g`` is the group of completion ``i`` (``scale="group"``); with
-    ``scale="batch"`` the denominator is the std of all ``B`` rewards; with
-    ``scale="none"`` there is no denominator (Dr. GRPO): ``A_i = r_i - mean(r_g)``.
+    where ``g`` is the group of completion ``i``, :math:`\\bar r_g` and
+    :math:`\\sigma_{r,g}` its mean and std (``scale="group"``); with ``scale="batch"``
+    the denominator is the std of all ``B`` rewards; with ``scale="none"`` there is no
+    denominator (Dr. GRPO): ``A_i = r_i - mean(r_g)``.
 
     Args:
         rewards: ``B`` rewards (list, numpy array or tensor), ``B % group_size == 0``,
             each prompt's ``G`` completions contiguous.
         group_size: ``G``, completions per prompt (TRL's ``num_generations``), >= 2.
         scale: ``"group"`` | ``"batch"`` | ``"none"`` (TRL's ``scale_rewards``).
-        std: ``"sample"`` (unbiased, TRL) | ``"population"`` (``numpy.std``, GRPO-Zero).
-        eps: added to the std so that equal rewards give 0, not 0/0.
+        std: ``"sample"`` (unbiased, TRL) | ``"population"`` (``numpy.std``,
+            GRPO-Zero).
+        eps: :math:`\\epsilon_{\\mathrm{std}}`, added to the std so that equal rewards
+            give 0, not 0/0.
 
     Returns:
-        ``[B]`` tensor of advantages (float; same dtype/device as a float tensor input).
+        ``[B]`` tensor of advantages (float; same dtype/device as a float tensor
+        input).
         A group whose rewards are all equal gets advantages of exactly 0.
 
-    Example (the seed's group for "What is 2 + 3 * 4?"):
+    Example (chapter 1's group for "What is 2 + 3 * 4?"):
         >>> group_advantages([0.1, 1.1, 1.0, 0.1], 4, std="population")
         tensor([-0.9970,  1.1020,  0.8921, -0.9970])
     """
     if scale not in SCALES:
         raise ValueError(
-            f"scale={scale!r} is not one of {SCALES}: 'group' divides by each group's std "
-            f"(GRPO), 'batch' by the whole batch's std, 'none' does not divide (Dr. GRPO)."
+            f"scale={scale!r} is not one of {SCALES}: 'group' divides by each group's "
+            f"std (GRPO), 'batch' by the whole batch's std, 'none' does not divide "
+            f"(Dr. GRPO)."
         )
     if std not in STDS:
         raise ValueError(f"std={std!r} is not one of {STDS}: 'sample' divides by G - 1 "
@@ -177,7 +187,7 @@ def group_advantages(
         advantages = centred / (batch_std + eps)
     else:
         advantages = centred
-    # Equal rewards: centred is exactly 0 only up to rounding of the mean; make it exact.
+    # Equal rewards: centred is 0 only up to rounding of the mean; make it exact.
     equal = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)  # [num_groups, 1]
     advantages = advantages.masked_fill(equal, 0.0)
     return advantages.reshape(-1)  # [B]

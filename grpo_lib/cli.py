@@ -12,8 +12,8 @@ import sys
 
 @contextlib.contextmanager
 def _setup_errors(command: str):
-    """Report a setup mistake (a missing file, a bad config value, a model folder that is
-    not there) as one line and exit with status 2; errors during training keep their
+    """Report a setup mistake (a missing file, a bad config value, a model folder that
+    is not there) as one line and exit with status 2; errors during training keep their
     traceback."""
     try:
         yield
@@ -25,7 +25,8 @@ def _setup_errors(command: str):
 def _make_data(args: argparse.Namespace) -> None:
     from .tasks import arithmetic
 
-    arithmetic.write_splits(args.out, n_train=args.n_train, n_test=args.n_test, seed=args.seed)
+    arithmetic.write_splits(args.out, n_train=args.n_train, n_test=args.n_test,
+                            seed=args.seed)
 
 
 def _pretrain(args: argparse.Namespace) -> None:
@@ -54,7 +55,8 @@ def _eval(args: argparse.Namespace) -> None:
                      max_new_tokens=args.max_new_tokens, num_samples=args.samples,
                      temperature=args.temperature, prompt_format=args.prompt_format,
                      seed=args.seed)
-    print(f"model: {args.model} | task: {args.task}/{args.split} | n={min(args.n, len(dataset))} | {P}")
+    n = min(args.n, len(dataset))
+    print(f"model: {args.model} | task: {args.task}/{args.split} | n={n} | {P}")
     print(table.to_string(float_format=lambda v: f"{v:.3f}"))
     if args.csv:
         table.to_csv(args.csv)
@@ -81,7 +83,8 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m grpo_lib", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m grpo_lib",
+                                     description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("make-data", help="write the arithmetic train/test splits")
@@ -91,19 +94,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_make_data)
 
-    p = sub.add_parser("pretrain", help="pretrain a tiny Qwen2 base model on the designed corpus")
+    p = sub.add_parser("pretrain",
+                       help="pretrain a tiny Qwen2 base model on the designed corpus")
     p.add_argument("--size", default="tiny", choices=["micro", "tiny", "small"])
-    p.add_argument("--out", default=None, help="checkpoint folder (default data/models/<size>-qwen2-base)")
-    p.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the size's)")
+    p.add_argument("--out", default=None,
+                   help="checkpoint folder (default data/models/<size>-qwen2-base)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="optimizer steps (default: the size's)")
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default=None, help="cpu or cuda (default: the profile's)")
-    p.add_argument("--eval-n", type=int, default=500, help="held-out problems for the model card")
+    p.add_argument("--device", default=None,
+                   help="cpu or cuda (default: the profile's)")
+    p.add_argument("--eval-n", type=int, default=500,
+                   help="held-out problems for the model card")
     p.add_argument("--save-dtype", default="float32", choices=["float32", "bfloat16"])
     p.set_defaults(func=_pretrain)
 
-    p = sub.add_parser("card", help="evaluate a pretrained checkpoint and rewrite its model card")
+    p = sub.add_parser(
+        "card", help="evaluate a pretrained checkpoint and rewrite its model card")
     p.add_argument("path")
     p.add_argument("--eval-n", type=int, default=500)
     p.add_argument("--seed", type=int, default=0)
@@ -116,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=500)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-new-tokens", type=int, default=96)
-    p.add_argument("--samples", type=int, default=0, help="also sample K completions per prompt")
+    p.add_argument("--samples", type=int, default=0,
+                   help="also sample K completions per prompt")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--prompt-format", default="chat", choices=["chat", "r1_zero"])
     p.add_argument("--seed", type=int, default=0)
@@ -125,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="GRPO training from a YAML config")
     p.add_argument("--config", required=True)
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config field")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("plot", help="plot a run directory's metrics.csv")

@@ -4,25 +4,25 @@
 (:func:`grpo_lib.sampling.generate`), once greedily and optionally ``k`` times by
 sampling, and scores every completion with :mod:`grpo_lib.parsing`:
 
-=====================  ====================================================================
-column                 meaning (share of completions unless said otherwise)
-=====================  ====================================================================
-``strict_acc``         the answer inside the last ``<answer>...</answer>`` is correct
-``lenient_acc``        the last number anywhere in the text is correct
-``format_rate``        ``<think>...</think> <answer>...</answer>`` is well formed
-``lang_mix_rate``      the text contains Chinese (CJK) characters
+========================  ==============================================================
+column                    meaning (share of completions unless said otherwise)
+========================  ==============================================================
+``strict_acc``            the answer inside the last ``<answer>...</answer>`` is correct
+``lenient_acc``           the last number anywhere in the text is correct
+``format_rate``           ``<think>...</think> <answer>...</answer>`` is well formed
+``lang_mix_rate``         the text contains Chinese (CJK) characters
 ``self_correction_rate``  the text revises itself ("wait, ... recheck")
-``repetition_rate``    more than :data:`REPETITION_THRESHOLD` of its n-grams are repeats
-``mean_length``        mean completion length in tokens (stop token included)
-``truncated_rate``     the completion hit ``max_new_tokens`` without a stop token
-``k``, ``pass_at_k``   samples per problem; share of problems with >= 1 strict-correct one
-``n``                  number of problems
-=====================  ====================================================================
+``repetition_rate``       more than :data:`REPETITION_THRESHOLD` of its n-grams repeat
+``mean_length``           mean completion length in tokens (stop token included)
+``truncated_rate``        the completion hit ``max_new_tokens`` without a stop token
+``k``, ``pass_at_k``      samples per problem; problems with >= 1 strict-correct sample
+``n``                     number of problems
+========================  ==============================================================
 
-The sampled row averages over all ``n * k`` samples, so its ``strict_acc`` is an unbiased
-estimate of pass@1 at that temperature; ``pass_at_k`` is the share of problems solved by
-at least one of the ``k`` samples (the unbiased estimator of Chen et al., 2021, eq. 1,
-reduces to this when exactly ``k`` samples are drawn).
+The sampled row averages over all ``n * k`` samples, so its ``strict_acc`` is an
+unbiased estimate of pass@1 at that temperature; ``pass_at_k`` is the share of problems
+solved by at least one of the ``k`` samples (the unbiased estimator of Chen et al.,
+2021, eq. 1, reduces to this when exactly ``k`` samples are drawn).
 """
 from __future__ import annotations
 
@@ -171,10 +171,11 @@ def group_diversity(
 ) -> pd.DataFrame:
     """Diversity of each group of ``group_size`` consecutive completions (one row each).
 
-    Columns: ``distinct`` (number of different texts), ``answer_entropy`` (bits, over the
-    strict answers, :func:`answer_entropy`) and, with ``rewards``, ``reward_mean``,
+    Columns: ``distinct`` (number of different texts), ``answer_entropy`` (bits, over
+    the strict answers, :func:`answer_entropy`) and, with ``rewards``, ``reward_mean``,
     ``reward_std`` (sample std, as in :func:`grpo_lib.advantages.group_advantages`) and
-    ``zero_std`` (all rewards equal: every advantage is 0 and the group teaches nothing).
+    ``zero_std`` (all rewards equal: every advantage is 0 and the group teaches
+    nothing).
     """
     if group_size < 1 or len(completions) % group_size != 0:
         raise ValueError(
@@ -236,7 +237,8 @@ def build_prompts(rows: Sequence[dict], prompt_format: str = "chat") -> list:
         )
     if prompt_format == "r1_zero":
         return [r1_zero_prompt(r["question"]) for r in rows]
-    return [r["prompt"] if r.get("prompt") else chat_prompt(r["question"]) for r in rows]
+    return [r["prompt"] if r.get("prompt") else chat_prompt(r["question"])
+            for r in rows]
 
 
 def _run_mode(model, tokenizer, prompts, rows, mode, k, **gen_kwargs) -> pd.DataFrame:
@@ -270,7 +272,8 @@ def evaluate(
     """Evaluate a model on the first ``n`` problems of ``dataset``.
 
     Always decodes greedily (row ``"greedy"``); with ``num_samples = k > 0`` also draws
-    ``k`` samples per problem at ``temperature`` (row ``"sampled"``, seeded by ``seed``).
+    ``k`` samples per problem at ``temperature`` (row ``"sampled"``, seeded by
+    ``seed``).
     ``batch_size`` is the number of sequences decoded together.
 
     Returns a DataFrame indexed by ``mode`` with the columns of :data:`METRIC_COLUMNS`
@@ -283,7 +286,8 @@ def evaluate(
         raise ValueError(f"n (number of problems) must be an integer >= 1, got {n!r}.")
     if not isinstance(num_samples, int) or num_samples < 0:
         raise ValueError(
-            f"num_samples must be an integer >= 0 (0 = greedy only), got {num_samples!r}."
+            f"num_samples must be an integer >= 0 (0 = greedy only), got "
+            f"{num_samples!r}."
         )
     rows = _rows(dataset, n)
     prompts = build_prompts(rows, prompt_format)
@@ -291,9 +295,9 @@ def evaluate(
     samples = [_run_mode(model, tokenizer, prompts, rows, "greedy", 1,
                          do_sample=False, **common)]
     if num_samples > 0:
-        samples.append(_run_mode(model, tokenizer, prompts, rows, "sampled", num_samples,
-                                 do_sample=True, temperature=temperature, seed=seed,
-                                 **common))
+        samples.append(_run_mode(model, tokenizer, prompts, rows, "sampled",
+                                 num_samples, do_sample=True, temperature=temperature,
+                                 seed=seed, **common))
     table = pd.DataFrame(
         [summarize_scores(s, k=int(s["sample_index"].max()) + 1) for s in samples],
         index=pd.Index([s["mode"].iloc[0] for s in samples], name="mode"),

@@ -1,21 +1,22 @@
 """Rollouts: sample G completions per prompt with a KV cache, temperature and top-p.
 
 GRPO learns from *groups*: for every prompt :math:`q` it samples :math:`G` outputs
-:math:`o_1, \\dots, o_G \\sim \\pi_{\\theta_{old}}(\\cdot \\mid q)` (Shao et al., 2024,
-DeepSeekMath, eq. 3) and compares their rewards with each other. This module is the
-sampler that produces those groups. It is a plain autoregressive decode loop, written
-out so the book can teach every piece of it:
+:math:`o_1, \\dots, o_G \\sim \\pi_{\\theta_{\\mathrm{old}}}(\\cdot \\mid q)`
+(Shao et al., 2024, DeepSeekMath, eq. 3) and compares their rewards with each other.
+This module is the sampler that produces those groups. It is a plain autoregressive
+decode loop, written out so the book can teach every piece of it:
 
 1. render each prompt (chat template for message lists), tokenise, **left-pad** so that
    every row's last prompt token sits in the same column;
-2. repeat each prompt ``num_generations`` times, contiguously (``[p0]*G + [p1]*G + ...``);
+2. repeat each prompt ``num_generations`` times, contiguously
+   (``[p0]*G + [p1]*G + ...``);
 3. **prefill**: one forward pass over the prompts fills the KV cache; positions are
    ``cumsum(mask) - 1`` so left padding does not shift them;
 4. **decode**: one token per step, feeding only the new token and reusing the cache;
    the next token is chosen greedily or sampled after temperature and top-p;
-5. **stop** each row at its first stop token (``<|im_end|>``, ``<|endoftext|>``); a finished
-   row emits padding that its mask marks 0; the loop ends when every row has stopped or
-   ``max_new_tokens`` is reached (those rows are *truncated*).
+5. **stop** each row at its first stop token (``<|im_end|>``, ``<|endoftext|>``); a
+   finished row emits padding that its mask marks 0; the loop ends when every row has
+   stopped or ``max_new_tokens`` is reached (those rows are *truncated*).
 
 Greedy decoding here equals ``model.generate(do_sample=False)`` token for token
 (``tests/test_sampling.py``); ``benchmarks/sampler_vs_generate.py`` compares speeds.
@@ -46,8 +47,8 @@ __all__ = [
 class Rollout:
     """The output of :func:`generate`: a batch of ``B = num_prompts * G`` completions.
 
-    Rows are group-major: rows ``g*G .. g*G + G - 1`` are the ``G`` completions of prompt
-    ``g``, so ``rewards.view(-1, G)`` gives one row per group.
+    Rows are group-major: rows ``g*G .. g*G + G - 1`` are the ``G`` completions of
+    prompt ``g``, so ``rewards.view(-1, G)`` gives one row per group.
     """
 
     prompt_ids: Tensor       # [B, P] left-padded prompt tokens
@@ -90,7 +91,8 @@ def resolve_stop_token_ids(tokenizer, model=None) -> list[int]:
     if not ids:
         raise ValueError(
             "Could not find any stop token: the tokenizer has no eos_token_id and the "
-            "model's generation_config has none. Pass stop_token_ids=[...] to generate()."
+            "model's generation_config has none. Pass stop_token_ids=[...] to "
+            "generate()."
         )
     return ids
 
@@ -180,9 +182,9 @@ def next_token(
     r"""Choose one token per row from the last position's logits ``[B, V]`` -> ``[B]``.
 
     Greedy (``do_sample=False`` or ``temperature == 0``): :math:`\arg\max_v z_v`.
-    Sampling: :math:`y \sim \mathrm{softmax}(z / T)` restricted to the top-p nucleus
-    (:func:`top_p_filter`). Lower :math:`T` sharpens the distribution, higher
-    flattens it.
+    Sampling: :math:`y \sim \mathrm{softmax}(z / \tau)` restricted to the top-p nucleus
+    (:func:`top_p_filter`), with :math:`\tau` the ``temperature``. Lower :math:`\tau`
+    sharpens the distribution, higher flattens it.
     """
     logits = logits.float()  # [B, V] softmax in float32 even for bf16 models
     if not do_sample or temperature == 0:
@@ -309,31 +311,39 @@ def generate(
     r"""Sample ``num_generations`` completions for each prompt: :math:`o_i \sim
     \pi_\theta(\cdot \mid q)`, :math:`i = 1..G`, token by token with a KV cache.
 
-    Each step draws :math:`y_t \sim \mathrm{softmax}(z_t / T)` restricted to the top-p
-    nucleus, or takes :math:`\arg\max z_t` when ``do_sample=False`` or ``temperature=0``.
+    Each step draws :math:`y_t \sim \mathrm{softmax}(z_t / \tau)` restricted to the
+    top-p nucleus, or takes :math:`\arg\max z_t` when ``do_sample=False`` or
+    ``temperature=0``.
 
     Args:
         prompts: raw strings (used as-is) or chat-message lists (rendered with the chat
             template and ``add_generation_prompt=True``).
         num_generations: the group size ``G``; output rows are group-major.
-        max_new_tokens: the completion budget; rows that reach it unfinished are truncated.
-        batch_size: how many rows (of the ``num_prompts * G``) to decode together; ``None``
-            decodes all at once. Smaller saves memory; the result layout is the same.
+        max_new_tokens: the completion budget; rows that reach it unfinished are
+            truncated.
+        batch_size: how many rows (of the ``num_prompts * G``) to decode together;
+            ``None`` decodes all at once. Smaller saves memory; the result layout is the
+            same.
         seed: seeds a private ``torch.Generator``: the same seed gives the same samples
             (for the same ``batch_size``); ``None`` draws from torch's global generator.
-        stop_token_ids: override the stop tokens (default :func:`resolve_stop_token_ids`).
+        stop_token_ids: override the stop tokens (default
+            :func:`resolve_stop_token_ids`).
         ignore_eos: never stop early (benchmarks use it to force equal lengths).
-        use_cache: ``False`` re-runs the full sequence each step (the chapter times both).
+        use_cache: ``False`` re-runs the full sequence each step (the chapter times
+            both).
 
     Returns:
-        a :class:`Rollout` on the model's device. The model's train/eval mode is restored.
+        a :class:`Rollout` on the model's device. The model's train/eval mode is
+        restored.
     """
     _check_arguments(prompts, num_generations, max_new_tokens, temperature, top_p,
                      batch_size)
     device = next(model.parameters()).device
     stop_ids = (list(stop_token_ids) if stop_token_ids is not None
                 else resolve_stop_token_ids(tokenizer, model))
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_ids[0]
+    pad_id = tokenizer.pad_token_id
+    if pad_id is None:
+        pad_id = stop_ids[0]
     texts, ids, mask = tokenize_prompts(tokenizer, prompts, pad_id, device)  # [N, P]
     ids = ids.repeat_interleave(num_generations, dim=0)  # [B, P] group-major
     mask = mask.repeat_interleave(num_generations, dim=0)  # [B, P]
