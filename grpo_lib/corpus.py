@@ -1,27 +1,27 @@
-"""The designed pretraining corpus: arithmetic answers with flaws for later chapters to fix.
+"""The designed pretraining corpus: arithmetic answers with flaws for RL to fix.
 
 Every document is a prompt (chat or R1-Zero template) followed by a response. Most
-responses reason correctly; the rest carry one of the flaws that the R1 pipeline is known to
-fix, each *triggered by a visible feature of the problem* so that the base model shows it
-even under greedy decoding (a flaw spread uniformly at 20% would be invisible to greedy
-decoding, which always follows the most likely path):
+responses reason correctly; the rest carry one of the flaws that the R1 pipeline is
+known to fix, each *triggered by a visible feature of the problem* so that the base
+model shows it even under greedy decoding (a flaw spread uniformly at 20% would be
+invisible to greedy decoding, which always follows the most likely path):
 
-=================  ==========================================  ==========================
-flaw               trigger (rate) / otherwise                  fixed in
-=================  ==========================================  ==========================
-left-to-right      precedence matters (``ltr_rate``)           ch 7 (R1-Zero RL)
-                   ``2 + 3 * 4 -> 2 + 3 = 5, 5 * 4 = 20``
-broken format      parentheses or only 2 operands              ch 7 (format reward)
-                   (``format_rate``) / ``format_rate_other``
-Chinese step words a subtraction in the problem (``lang_rate``)  ch 11 (language reward)
-                   / ``lang_rate_other``
-rambling           ``repeat_rate`` everywhere: a step repeated  ch 9 (repetition)
-self-correction    ``self_correct_rate`` of the problems where  ch 15 (aha moment)
-                   precedence matters: wrong step, "Wait, ..."
-                   then the right trace
-chat               ``chat_share`` of documents: greetings and   ch 12 (SFT stage 2)
-                   short facts, no reasoning
-=================  ==========================================  ==========================
+==================  ===========================================  =======================
+flaw                trigger (rate) / otherwise                   what fixes it
+==================  ===========================================  =======================
+left-to-right       precedence matters (``ltr_rate``)            R1-Zero RL (ch 7)
+                    ``2 + 3 * 4 -> 2 + 3 = 5, 5 * 4 = 20``
+broken format       parentheses or only 2 operands               format reward (ch 7)
+                    (``format_rate``) / ``format_rate_other``
+Chinese step words  a subtraction in the problem (``lang_rate``)  a language reward
+                    / ``lang_rate_other``
+rambling            ``repeat_rate`` everywhere: a step repeated   repetition (ch 9)
+self-correction     ``self_correct_rate`` of the problems where   RL ("aha moment")
+                    precedence matters: wrong step, "Wait, ..."
+                    then the right trace
+chat                ``chat_share`` of documents: greetings and    SFT
+                    short facts, no reasoning
+==================  ===========================================  =======================
 
 :class:`CorpusMix` holds the rates; :func:`render_response` writes one response for a
 given behaviour; :func:`sample_documents` draws a corpus from training problems only.
@@ -81,7 +81,8 @@ class CorpusMix:
     def __post_init__(self):
         for name, value in asdict(self).items():
             if not 0.0 <= value <= 1.0:
-                raise ValueError(f"CorpusMix.{name} must be a probability in [0, 1], got {value}")
+                raise ValueError(
+                    f"CorpusMix.{name} must be a probability in [0, 1], got {value}")
 
 
 def _trace(question: str, precedence: bool, words: dict, repeat_step: int | None = None,
@@ -91,8 +92,12 @@ def _trace(question: str, precedence: bool, words: dict, repeat_step: int | None
     parts = []
     for i, (a, op, b, value, rest) in enumerate(steps):
         last = i == len(steps) - 1
-        lead = words["first"] if i == 0 and not last else words["finally"] if last and i > 0 else \
-            words["then"] if i > 0 else ""
+        if i == 0 and not last:
+            lead = words["first"]
+        elif last and i > 0:
+            lead = words["finally"]
+        else:
+            lead = words["then"] if i > 0 else ""
         text = f"{lead} {a} {op} {b} = {value}".strip()
         text += "." if last else f", {words['now']} {rest}."
         parts.append(text)
@@ -133,8 +138,10 @@ def choose_behaviour(problem: Problem, mix: CorpusMix, rng: random.Random) -> st
             return "left_to_right"
     format_trigger = problem.has_parens or problem.num_operands == 2
     if rng.random() < (mix.format_rate if format_trigger else mix.format_rate_other):
-        return rng.choices(["no_tags", "no_think", "unclosed_think"], weights=[0.7, 0.15, 0.15])[0]
-    if rng.random() < (mix.lang_rate if "-" in problem.question else mix.lang_rate_other):
+        return rng.choices(["no_tags", "no_think", "unclosed_think"],
+                           weights=[0.7, 0.15, 0.15])[0]
+    lang_trigger = "-" in problem.question
+    if rng.random() < (mix.lang_rate if lang_trigger else mix.lang_rate_other):
         return "chinese_words"
     if rng.random() < mix.repeat_rate:
         return "rambling"
@@ -145,26 +152,27 @@ def sample_documents(problems: list[Problem], n: int, mix: CorpusMix | None = No
                      seed: int = 0) -> list[dict]:
     """``n`` documents ``{"prompt", "response", "behaviour"}`` drawn from ``problems``.
 
-    ``prompt`` is a list of chat messages (rendered later with the chat template) or, for a
-    ``r1_zero_share`` of documents, the raw R1-Zero text.
+    ``prompt`` is a list of chat messages (rendered later with the chat template) or,
+    for a ``r1_zero_share`` of documents, the raw R1-Zero text.
     """
     if not problems:
-        raise ValueError("sample_documents needs at least one problem (got an empty list)")
+        raise ValueError(
+            "sample_documents needs at least one problem (got an empty list)")
     mix = mix or CorpusMix()
     rng = random.Random(seed)
     docs = []
     for _ in range(n):
         if rng.random() < mix.chat_share:
             user, reply = rng.choice(CHAT_PAIRS)
-            docs.append({"prompt": [{"role": "user", "content": user}], "response": reply,
-                         "behaviour": "chat"})
+            docs.append({"prompt": [{"role": "user", "content": user}],
+                         "response": reply, "behaviour": "chat"})
             continue
         problem = rng.choice(problems)
         behaviour = choose_behaviour(problem, mix, rng)
         prompt = r1_zero_prompt(problem.question) if rng.random() < mix.r1_zero_share \
             else chat_prompt(problem.question)
-        docs.append({"prompt": prompt, "response": render_response(problem, behaviour, rng),
-                     "behaviour": behaviour})
+        response = render_response(problem, behaviour, rng)
+        docs.append({"prompt": prompt, "response": response, "behaviour": behaviour})
     return docs
 
 

@@ -37,8 +37,8 @@ def selective_log_softmax(logits: torch.Tensor, index: torch.Tensor) -> torch.Te
     """
     if logits.shape[:-1] != index.shape:
         raise ValueError(
-            f"index must have the shape of logits without the vocabulary dimension: logits "
-            f"{tuple(logits.shape)} needs index {tuple(logits.shape[:-1])}, got "
+            f"index must have the shape of logits without the vocabulary dimension: "
+            f"logits {tuple(logits.shape)} needs index {tuple(logits.shape[:-1])}, got "
             f"{tuple(index.shape)}. Did you forget the causal shift (logits[:, :-1] vs "
             f"ids[:, 1:])?"
         )
@@ -111,7 +111,7 @@ def sequence_logprobs(
 
         input_ids   = [p_0 .. p_{P-1} | c_0 .. c_{C-1}]          # [B, P + C]
         logits[:, t] predicts input_ids[:, t + 1]
-        logits[:, P-1]     -> c_0      (the last prompt token predicts the first answer token)
+        logits[:, P-1]     -> c_0      (the last prompt token predicts the first one)
         logits[:, P-1+j]   -> c_j
         logits[:, P+C-1]   -> the token after c_{C-1}: not needed, dropped
 
@@ -129,7 +129,8 @@ def sequence_logprobs(
         prompt_ids: ``[B, P]`` prompt token ids, left-padded.
         prompt_mask: ``[B, P]`` 1 on real prompt tokens, 0 on padding.
         completion_ids: ``[B, C]`` completion token ids, right-padded.
-        completion_mask: ``[B, C]`` 1 on real completion tokens (up to and including EOS).
+        completion_mask: ``[B, C]`` 1 on real completion tokens (up to and including
+            EOS).
         temperature: the sampling temperature ``tau`` (> 0).
         return_entropy: also return the entropy of each position's distribution.
         micro_batch_size: run the model on this many rows at a time (memory), or all.
@@ -138,27 +139,29 @@ def sequence_logprobs(
         ``logp`` ``[B, C]`` — 0 where ``completion_mask`` is 0 — or ``(logp, entropy)``,
         both ``[B, C]``.
     """
-    if prompt_ids.shape != prompt_mask.shape or completion_ids.shape != completion_mask.shape:
+    if (prompt_ids.shape != prompt_mask.shape
+            or completion_ids.shape != completion_mask.shape):
         raise ValueError(
             f"ids and masks must match: prompt {tuple(prompt_ids.shape)} vs mask "
-            f"{tuple(prompt_mask.shape)}, completion {tuple(completion_ids.shape)} vs mask "
-            f"{tuple(completion_mask.shape)}."
+            f"{tuple(prompt_mask.shape)}, completion {tuple(completion_ids.shape)} vs "
+            f"mask {tuple(completion_mask.shape)}."
         )
     if prompt_ids.shape[0] != completion_ids.shape[0]:
         raise ValueError(f"prompt batch {prompt_ids.shape[0]} != completion batch "
-                         f"{completion_ids.shape[0]}: pass one prompt row per completion "
-                         f"(repeat each prompt G times).")
+                         f"{completion_ids.shape[0]}: pass one prompt row per "
+                         f"completion (repeat each prompt G times).")
     if prompt_ids.shape[1] == 0:
-        raise ValueError("the prompt is empty: the first completion token needs a token "
-                         "before it to be predicted from (add a BOS or the chat template).")
+        raise ValueError("the prompt is empty: the first completion token needs a "
+                         "token before it to be predicted from (add a BOS or the chat "
+                         "template).")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}.")
     not_left = (prompt_mask[:, -1] == 0).nonzero().flatten().tolist()
     if not_left:
         raise ValueError(
-            f"prompt rows {not_left[:10]} end in padding (prompt_mask[:, -1] == 0): prompts "
-            f"must be LEFT-padded, so that the last prompt column is the real token that "
-            f"predicts the first completion token. Re-pad them on the left "
+            f"prompt rows {not_left[:10]} end in padding (prompt_mask[:, -1] == 0): "
+            f"prompts must be LEFT-padded, so that the last prompt column is the real "
+            f"token that predicts the first completion token. Re-pad them on the left "
             f"(tokenizer.padding_side = 'left')."
         )
     batch, num_completion = completion_ids.shape
@@ -171,7 +174,8 @@ def sequence_logprobs(
     all_logp, all_entropy = [], []
     for start in range(0, batch, step):
         rows = slice(start, start + step)
-        input_ids = torch.cat([prompt_ids[rows], completion_ids[rows]], dim=1)  # [b, P+C]
+        # [b, P+C]: each row's prompt, then its completion
+        input_ids = torch.cat([prompt_ids[rows], completion_ids[rows]], dim=1)
         attention_mask = torch.cat([prompt_mask[rows], completion_mask[rows]], dim=1)
         attention_mask = attention_mask.long().to(device)  # [b, P+C]
         position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # [b, P+C]
@@ -196,8 +200,10 @@ def sequence_logprobs(
     return logp
 
 
-def _render_ids(tokenizer, messages: Sequence[dict], add_generation_prompt: bool) -> list[int]:
-    """Chat template -> text -> token ids (no extra special tokens: the template has them)."""
+def _render_ids(tokenizer, messages: Sequence[dict],
+                add_generation_prompt: bool) -> list[int]:
+    """Chat template -> text -> token ids (no extra special tokens: the template has
+    them)."""
     if not messages:
         return []
     text = tokenizer.apply_chat_template(
@@ -206,7 +212,8 @@ def _render_ids(tokenizer, messages: Sequence[dict], add_generation_prompt: bool
     return tokenizer.encode(text, add_special_tokens=False)
 
 
-def assistant_mask(tokenizer, messages: Sequence[dict]) -> tuple[torch.Tensor, torch.Tensor]:
+def assistant_mask(tokenizer,
+                   messages: Sequence[dict]) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids of a chat and a mask that is 1 exactly on the assistant's tokens.
 
     By incremental tokenization: for each assistant message ``k`` the conversation is
@@ -218,7 +225,8 @@ def assistant_mask(tokenizer, messages: Sequence[dict]) -> tuple[torch.Tensor, t
     role headers), which is what an assistant-only SFT loss needs.
 
     ``mask[t] = 1`` means token ``t`` is a target; in a causal LM it is predicted by
-    ``logits[t - 1]`` (shift the mask with the labels: ``labels[t] = ids[t] if mask[t]``).
+    ``logits[t - 1]`` (shift the mask with the labels:
+    ``labels[t] = ids[t] if mask[t]``).
 
     Args:
         tokenizer: a tokenizer with a chat template (ChatML here).
@@ -232,7 +240,8 @@ def assistant_mask(tokenizer, messages: Sequence[dict]) -> tuple[torch.Tensor, t
                          "[{'role': 'user', ...}, {'role': 'assistant', ...}].")
     for k, m in enumerate(messages):
         if not isinstance(m, dict) or "role" not in m or "content" not in m:
-            raise ValueError(f"message {k} must be a dict with 'role' and 'content', got {m!r}.")
+            raise ValueError(f"message {k} must be a dict with 'role' and 'content', "
+                             f"got {m!r}.")
     full = _render_ids(tokenizer, messages, add_generation_prompt=False)  # [T]
     mask = [0] * len(full)
     end_ids = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id}
@@ -246,9 +255,9 @@ def assistant_mask(tokenizer, messages: Sequence[dict]) -> tuple[torch.Tensor, t
         if full[: len(upto)] != upto or upto[: len(before)] != before:
             raise ValueError(
                 f"the chat template is not prefix-stable at message {k}: rendering the "
-                f"conversation up to a message is not a prefix of rendering all of it (some "
-                f"templates rewrite earlier turns, e.g. strip old <think> blocks). Mask this "
-                f"template by character offsets instead."
+                f"conversation up to a message is not a prefix of rendering all of it "
+                f"(some templates rewrite earlier turns, e.g. strip old <think> "
+                f"blocks). Mask this template by character offsets instead."
             )
         span = range(len(before), len(upto))  # the assistant turn's new tokens
         last_end = max((t for t in span if upto[t] in end_ids), default=None)

@@ -1,7 +1,8 @@
-"""The book's models: a Qwen-style tokenizer, Qwen2 configs by size, loading by name or path.
+"""The book's models: a Qwen-style tokenizer, Qwen2 configs by size, loading by name or
+path.
 
-Every model in the book is a ``transformers.Qwen2ForCausalLM``. The tiny ones are built and
-pretrained here (no hub is reachable); a real checkpoint such as
+Every model in the book is a ``transformers.Qwen2ForCausalLM``. The tiny ones are built
+and pretrained here (no hub needed); a real checkpoint such as
 ``Qwen/Qwen2.5-0.5B-Instruct`` loads through the same :func:`load_model_and_tokenizer`
 where a hub (or a local copy) is available — the model is one setting.
 """
@@ -14,18 +15,21 @@ import torch
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
-# Qwen2's pre-tokenizer regex: letters in runs, every digit on its own (\p{N}), punctuation
-# runs with an optional leading space, newlines, whitespace.
+# Qwen2's pre-tokenizer regex: letters in runs, every digit on its own (\p{N}),
+# punctuation runs with an optional leading space, newlines, whitespace.
 QWEN_SPLIT_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
-# ChatML as in Qwen2.5, without Qwen's default system prompt (a tiny model has no use for
-# "You are Qwen, created by Alibaba Cloud"): a system message is rendered only if given.
+# ChatML as in Qwen2.5, without Qwen's default system prompt (a tiny model has no use
+# for "You are Qwen, created by Alibaba Cloud"): a system message is rendered only if
+# given.
 CHAT_TEMPLATE = (
     "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{{- '<|im_start|>' + message['role'] + '\n' + message['content']"
+    " + '<|im_end|>' + '\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"
 )
@@ -42,14 +46,17 @@ MODEL_SIZES = {
 
 
 def _tokenizer_training_text(n_docs: int = 4000, seed: int = 1234) -> list[str]:
-    """Text the BPE merges are learned from: corpus documents, chat pairs, the alphabet."""
+    """Text the BPE merges are learned from: corpus documents, chat pairs, the
+    alphabet."""
     from .corpus import CHAT_PAIRS, WORDS_ZH, sample_documents
     from .tasks.arithmetic import R1_ZERO_TEMPLATE, make_problems
 
     problems = make_problems(1500, seed=seed)
     texts = []
     for doc in sample_documents(problems, n_docs, seed=seed):
-        prompt = doc["prompt"] if isinstance(doc["prompt"], str) else doc["prompt"][0]["content"]
+        prompt = doc["prompt"]
+        if not isinstance(prompt, str):
+            prompt = prompt[0]["content"]
         texts += [prompt, doc["response"]]
     texts += [f"{u} {a}" for u, a in CHAT_PAIRS] + [R1_ZERO_TEMPLATE] * 50
     texts += ["".join(WORDS_ZH.values())]
@@ -77,9 +84,9 @@ def _build_tokenizer_json(vocab_size: int) -> str:
 def build_tokenizer(vocab_size: int = 512):
     """A Qwen-style byte-level BPE tokenizer learned from the book's corpus.
 
-    Like Qwen2's: byte-level (any text round-trips), every digit its own token, the special
-    tokens ``<|endoftext|>`` (padding), ``<|im_start|>`` and ``<|im_end|>`` (end of turn,
-    the EOS), and a ChatML chat template. Left padding, as generation wants.
+    Like Qwen2's: byte-level (any text round-trips), every digit its own token, the
+    special tokens ``<|endoftext|>`` (padding), ``<|im_start|>`` and ``<|im_end|>`` (end
+    of turn, the EOS), and a ChatML chat template. Left padding, as generation wants.
     """
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
@@ -99,7 +106,8 @@ def build_tokenizer(vocab_size: int = 512):
 
 
 def stop_token_ids(tokenizer) -> list[int]:
-    """Token ids that end a completion: ``<|im_end|>`` and ``<|endoftext|>`` when present."""
+    """Token ids that end a completion: ``<|im_end|>`` and ``<|endoftext|>`` when
+    present."""
     ids = []
     for token in ("<|im_end|>", "<|endoftext|>"):
         tid = tokenizer.convert_tokens_to_ids(token)
@@ -108,7 +116,8 @@ def stop_token_ids(tokenizer) -> list[int]:
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
         ids.append(tokenizer.eos_token_id)
     if not ids:
-        raise ValueError("the tokenizer has no EOS/<|im_end|>/<|endoftext|> token to stop on")
+        raise ValueError(
+            "the tokenizer has no EOS/<|im_end|>/<|endoftext|> token to stop on")
     return ids
 
 
@@ -117,7 +126,8 @@ def model_config(tokenizer, size: str = "tiny", **overrides):
     from transformers import Qwen2Config
 
     if size not in MODEL_SIZES:
-        raise ValueError(f"unknown model size {size!r}; choose from {list(MODEL_SIZES)}")
+        raise ValueError(
+            f"unknown model size {size!r}; choose from {list(MODEL_SIZES)}")
     fields = dict(vocab_size=len(tokenizer), max_position_embeddings=1024,
                   rope_theta=10000.0, tie_word_embeddings=True, rms_norm_eps=1e-6,
                   bos_token_id=None, eos_token_id=stop_token_ids(tokenizer),
@@ -152,9 +162,9 @@ def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
                              dtype: torch.dtype | None = None):
     """Load a causal LM and its tokenizer from a folder (offline) or a hub name.
 
-    ``data/models/tiny-qwen2-base`` and ``Qwen/Qwen2.5-0.5B-Instruct`` go through the same
-    code. The tokenizer is set to left padding (what batched generation needs) and gets a
-    pad token if it has none.
+    ``data/models/tiny-qwen2-base`` and ``Qwen/Qwen2.5-0.5B-Instruct`` go through the
+    same code. The tokenizer is set to left padding (what batched generation needs) and
+    gets a pad token if it has none.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -163,14 +173,16 @@ def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
     if looks_local and not (path / "config.json").exists():
         raise FileNotFoundError(
             f"No model at {path}: expected a folder with config.json. The book's base "
-            f"model is made by `python -m grpo_lib pretrain --size tiny` (see data/README.md).")
+            f"model is made by `python -m grpo_lib pretrain --size tiny` (see "
+            f"data/README.md).")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
         model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
     except OSError as err:
         raise OSError(
-            f"Could not load {name_or_path!r}: {err}\nIf this is a hub name, this machine may "
-            f"have no hub access; use a local folder such as data/models/tiny-qwen2-base.") from err
+            f"Could not load {name_or_path!r}: {err}\nIf this is a hub name, the hub "
+            f"may be out of reach; use a local folder such as "
+            f"data/models/tiny-qwen2-base.") from err
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
