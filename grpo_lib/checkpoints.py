@@ -1,0 +1,169 @@
+"""Checkpoint folders: what a run writes so that it can stop and go on exactly.
+
+``output_dir/checkpoint-<step>/`` holds
+
+- the model (``save_pretrained``) and its tokenizer: the folder loads as a model too;
+- ``optimizer.pt`` (AdamW's moments) and ``scheduler.pt`` (the learning-rate schedule's
+  position);
+- ``rng_state.pt``: the python, numpy and torch (and CUDA) generators;
+- ``trainer_state.json``: the completed ``step``, the data order's ``epoch`` and
+  ``position``, the ``config``, and whatever else the trainer adds.
+
+Every trainer in grpo_lib (GRPO, SFT, pretraining) writes and reads this one format
+through :class:`grpo_lib.training_loop.TrainingLoop`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
+    """The ``checkpoint-<step>`` folders in ``output_dir``, in step order."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    found = [p for p in output_dir.glob("checkpoint-*")
+             if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
+def refuse_to_overwrite_checkpoints(output_dir: str | Path) -> None:
+    """A fresh run must not mix with (or silently replace) an earlier run's
+    checkpoints: ``resume_from_checkpoint="latest"`` would later pick the wrong one."""
+    found = checkpoint_dirs(output_dir)
+    if found:
+        names = ", ".join(p.name for p in found[:4])
+        names += ", ..." if len(found) > 4 else ""
+        raise FileExistsError(
+            f"output_dir {output_dir} already holds checkpoints of an earlier run "
+            f"({names}). Continue that run with resume_from_checkpoint=latest, pick "
+            f"another output_dir, or set overwrite_output_dir=true to delete them.")
+
+
+def delete_checkpoints(output_dir: str | Path) -> int:
+    """Delete every ``checkpoint-<step>`` folder in ``output_dir``; return how many."""
+    found = checkpoint_dirs(output_dir)
+    for path in found:
+        shutil.rmtree(path)
+    return len(found)
+
+
+def resolve_checkpoint(path: str | Path, output_dir: str | Path) -> Path:
+    """The checkpoint folder ``path`` names (``"latest"``: the highest step in
+    ``output_dir``); raises ``FileNotFoundError`` saying what to pass instead."""
+    if str(path) == "latest":
+        found = checkpoint_dirs(output_dir)
+        if not found:
+            raise FileNotFoundError(
+                f"resume_from_checkpoint='latest' but "
+                f"{output_dir} has no checkpoint-<step> folder."
+            )
+        return found[-1]
+    path = Path(path)
+    if not (path / "trainer_state.json").exists():
+        raise FileNotFoundError(
+            f"{path} is not a checkpoint (no trainer_state.json); "
+            f"pass a folder such as {output_dir}/checkpoint-10."
+        )
+    return path
+
+
+def save_checkpoint(output_dir: str | Path, model, tokenizer, optimizer, scheduler,
+                    state: dict) -> Path:
+    """Write ``output_dir/checkpoint-<state["step"]>/`` atomically (temp dir + rename).
+
+    ``state`` (step, epoch, position, config, ...) becomes ``trainer_state.json``.
+    A folder of the same step (an earlier run's) is replaced.
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    step = state["step"]
+    final = output_dir / f"checkpoint-{step}"
+    tmp = output_dir / f".tmp-checkpoint-{step}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    _save_model(model, tmp)
+    tokenizer.save_pretrained(tmp)
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+    torch.save(_rng_state(), tmp / "rng_state.pt")
+    (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
+    if final.exists():  # an older run's checkpoint with the same step
+        trash = output_dir / f".old-checkpoint-{step}-{os.getpid()}"
+        os.replace(final, trash)
+        shutil.rmtree(trash)
+    os.replace(tmp, final)
+    return final
+
+
+def load_checkpoint(path: Path, model, optimizer, scheduler, device) -> dict:
+    """Restore model, optimizer, scheduler and RNGs from ``path``; return its
+    ``trainer_state.json`` (the trainer restores step and data order from it)."""
+    _load_model(model, path, device)
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+    _restore_rng(torch.load(path / "rng_state.pt", weights_only=False))  # our own file
+    return json.loads((path / "trainer_state.json").read_text())
+
+
+def _save_model(model, folder: Path) -> None:
+    """``model.save_pretrained(folder)`` without transformers' progress bar."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # no "Writing model shards" bar in the logs
+    try:
+        model.save_pretrained(folder)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _load_model(model, path: Path, device) -> None:
+    """Load the ``*.safetensors`` weights in ``path`` into ``model`` (tied ones too)."""
+    from safetensors.torch import load_file
+
+    weights = {}
+    for file in sorted(path.glob("*.safetensors")):
+        weights.update(load_file(file, device=str(device)))
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    tied = set(getattr(model, "all_tied_weights_keys", {}) or {})
+    tied |= set(getattr(model, "_tied_weights_keys", None) or [])
+    missing = [m for m in missing if m not in tied]
+    if missing or unexpected:
+        raise RuntimeError(
+            f"checkpoint {path} does not fit this model: missing "
+            f"{missing[:5]}, unexpected {unexpected[:5]}."
+        )
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+
+
+def _rng_state() -> dict:
+    """The python, numpy, torch (and CUDA) generator states."""
+    rng = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    return rng
+
+
+def _restore_rng(rng: dict) -> None:
+    """Set the generators back to states saved by :func:`_rng_state`."""
+    random.setstate(rng["python"])
+    np.random.set_state(rng["numpy"])
+    torch.set_rng_state(rng["torch"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])

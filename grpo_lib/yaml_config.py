@@ -1,0 +1,99 @@
+"""Run settings from a YAML file: what every config dataclass in grpo_lib shares.
+
+``GRPOConfig`` (trainer.py) and ``SFTConfig`` (sft.py) inherit :class:`YAMLConfig`, so
+both read a file the same way and answer the same mistakes the same way:
+
+- an unknown key names the closest known field ("did you mean ...?");
+- a number field that YAML read as text (``1e-3`` is text in YAML 1.1) is converted,
+  and text that is no number is explained;
+- ``--set key=value`` overrides are YAML-typed (``--set beta=0.04``).
+
+Each config keeps its own ``validate()``, which says what to change.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any, Sequence
+
+
+class YAMLConfig:
+    """Mixin for a config dataclass: ``to_dict``, ``from_dict`` and ``from_yaml``."""
+
+    def to_dict(self) -> dict:
+        """The settings as a plain dict (what ``config.json`` holds)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict):
+        """Build a config from a dict (a YAML file); unknown keys get a hint."""
+        known = {f.name for f in fields(cls)}
+        unknown = [k for k in values if k not in known]
+        if unknown:
+            hints = []
+            for k in unknown:
+                close = difflib.get_close_matches(k, sorted(known), n=1)
+                hints.append(
+                    f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                )
+            raise ValueError(
+                f"Unknown {cls.__name__} field(s): {', '.join(hints)}. Known fields: "
+                f"{', '.join(sorted(known))}."
+            )
+        return cls(**{k: coerce_field(k, v, cls) for k, v in values.items()})
+
+    @classmethod
+    def from_yaml(cls, path: str | Path | None, overrides: Sequence[str] = ()):
+        """A validated config from a YAML file plus ``key=value`` overrides."""
+        return cls.from_dict(read_yaml_values(path, overrides, cls)).validate()
+
+
+def read_yaml_values(
+    path: str | Path | None, overrides: Sequence[str], cls: type
+) -> dict:
+    """The mapping in the YAML file ``path`` (``None``: empty), then the overrides."""
+    import yaml
+
+    values: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(
+                f"No config file at {path}; see configs/ for examples."
+            )
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(values, dict):
+            raise ValueError(
+                f"{path} must hold a YAML mapping of {cls.__name__} fields."
+            )
+    for item in overrides:
+        if "=" not in item:
+            raise ValueError(
+                f"Override {item!r} is not key=value (e.g. --set max_steps=10)."
+            )
+        key, raw = item.split("=", 1)
+        values[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+    return values
+
+
+def coerce_field(name: str, value: Any, cls: type) -> Any:
+    """Turn YAML text into the field's number type (YAML reads ``1e-3`` as text)."""
+    hint = typing.get_type_hints(cls)[name]
+    hint = getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint)
+    if not isinstance(value, str) or "str" in hint:
+        return value
+    for kind in (int, float):
+        if kind.__name__ in hint:
+            try:
+                return kind(value) if kind is float else int(float(value))
+            except ValueError:
+                pass
+    default = getattr(cls(), name)
+    example = f", e.g. {name}={default}" if isinstance(default, (int, float)) else ""
+    raise ValueError(
+        f"{name}={value!r}: expected {hint.replace('typing.', '')}, got text. "
+        f"Write a number{example}."
+    )
