@@ -1,10 +1,11 @@
-"""Pretraining the book's base model on the designed corpus (``python -m grpo_lib pretrain``).
+"""Pretraining the book's base model on the designed corpus (``python -m grpo_lib
+pretrain``).
 
-A plain causal-LM loop: AdamW, linear warm-up then cosine decay to 10%, bf16 autocast on a
-GPU, a CSV log, tqdm. The result is a folder that ``AutoModelForCausalLM.from_pretrained``
-and ``AutoTokenizer.from_pretrained`` load offline, with a model card (``README.md``) that
-records the config, corpus mix, tokens seen, steps, wall time, device, final loss and the
-evaluation table.
+A plain causal-LM loop: AdamW, linear warm-up then cosine decay to 10%, bf16 autocast on
+a GPU, a CSV log, tqdm. The result is a folder that
+``AutoModelForCausalLM.from_pretrained`` and ``AutoTokenizer.from_pretrained`` load
+offline, with a model card (``README.md``) that records the config, corpus mix, tokens
+seen, steps, wall time, device, final loss and the evaluation table.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ class PretrainConfig:
     device: str = "cpu"
     mix: CorpusMix = field(default_factory=CorpusMix)
     log_every: int = 25
-    save_dtype: str = "float32"  # dtype of the saved weights ("bfloat16" halves the file)
+    save_dtype: str = "float32"  # saved weights' dtype ("bfloat16" halves the file)
     progress: bool = True  # tqdm bar; notebooks turn it off and print the log instead
 
 
@@ -62,7 +63,8 @@ def lr_at(step: int, cfg: PretrainConfig) -> float:
     if step < warmup:
         return cfg.lr * (step + 1) / warmup
     progress = (step - warmup) / max(1, cfg.steps - warmup)
-    return cfg.lr * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * progress)))
+    cos_term = 1 + math.cos(math.pi * progress)
+    return cfg.lr * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * cos_term)
 
 
 def _train_problems() -> list[Problem]:
@@ -72,10 +74,12 @@ def _train_problems() -> list[Problem]:
 
 
 def bf16_autocast_supported(device: torch.device) -> bool:
-    """bf16 autocast where the hardware does bf16 natively (CUDA, or a CPU with AVX512-BF16/AMX).
+    """bf16 autocast where the hardware does bf16 natively (CUDA, or a CPU with
+    AVX512-BF16/AMX).
 
-    On such a CPU it halves the tiny model's step time; elsewhere it would be emulated and
-    slower, so training stays in float32. Master weights and optimizer states stay float32.
+    On such a CPU it halves the tiny model's step time; elsewhere it would be emulated
+    and slower, so training stays in float32. Master weights and optimizer states stay
+    float32.
     """
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
@@ -85,8 +89,10 @@ def bf16_autocast_supported(device: torch.device) -> bool:
         return False
 
 
-def _length_bucketed(texts: list[str], batch_size: int, seed: int, window: int = 16) -> list[str]:
-    """Reorder so each batch holds documents of similar length (less padding, same data).
+def _length_bucketed(texts: list[str], batch_size: int, seed: int,
+                     window: int = 16) -> list[str]:
+    """Reorder so each batch holds documents of similar length (less padding, same
+    data).
 
     Within windows of ``window`` batches, documents are sorted by length and cut into
     batches; the batches are then shuffled so that lengths do not trend over training.
@@ -112,8 +118,10 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, eval_n: int = 500) -> Pat
     model = random_model(tokenizer, cfg.size, seed=cfg.seed).to(device)  # seeds torch
     n_params = count_parameters(model)
     problems = _train_problems()
-    docs = sample_documents(problems, cfg.steps * cfg.batch_size, mix=cfg.mix, seed=cfg.seed)
-    texts = _length_bucketed([document_text(d, tokenizer) for d in docs], cfg.batch_size, cfg.seed)
+    docs = sample_documents(problems, cfg.steps * cfg.batch_size, mix=cfg.mix,
+                            seed=cfg.seed)
+    texts = _length_bucketed([document_text(d, tokenizer) for d in docs],
+                             cfg.batch_size, cfg.seed)
 
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -134,17 +142,21 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, eval_n: int = 500) -> Pat
                    disable=not cfg.progress)
         for step in bar:
             batch_texts = texts[step * cfg.batch_size:(step + 1) * cfg.batch_size]
-            enc = tokenizer(batch_texts, return_tensors="pt", padding=True, padding_side="right")
+            enc = tokenizer(batch_texts, return_tensors="pt", padding=True,
+                            padding_side="right")
             input_ids = enc["input_ids"].to(device)  # [B, T]
             attention_mask = enc["attention_mask"].to(device)  # [B, T]
-            labels = input_ids.masked_fill(attention_mask == 0, -100)  # no loss on padding
+            # no loss on padding
+            labels = input_ids.masked_fill(attention_mask == 0, -100)
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, cfg)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
-                loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+                loss = model(input_ids=input_ids, attention_mask=attention_mask,
+                             labels=labels).loss
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"pretraining loss became {loss.item()} at step {step}; "
-                                         f"lower --lr (now {cfg.lr})")
+                raise FloatingPointError(
+                    f"pretraining loss became {loss.item()} at step {step}; lower --lr "
+                    f"(now {cfg.lr})")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
@@ -163,35 +175,41 @@ def pretrain(cfg: PretrainConfig, out_dir: str | Path, eval_n: int = 500) -> Pat
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
 
-    (tmp / "pretrain_info.json").write_text(json.dumps(_run_info(cfg, model, n_params, texts, tokens_seen, wall, losses, device), indent=2))
+    info = _run_info(cfg, model, n_params, texts, tokens_seen, wall, losses, device)
+    (tmp / "pretrain_info.json").write_text(json.dumps(info, indent=2))
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
-    print(f"wrote {out} ({n_params:,} parameters, {tokens_seen:,} tokens, {wall / 60:.1f} min "
-          f"on {_device_name(device)})")
+    print(f"wrote {out} ({n_params:,} parameters, {tokens_seen:,} tokens, "
+          f"{wall / 60:.1f} min on {_device_name(device)})")
     write_model_card(out, eval_n=eval_n, seed=cfg.seed)
     return out
 
 
+_ARCHITECTURE_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers",
+                      "num_attention_heads", "num_key_value_heads", "vocab_size")
+
+
 def _run_info(cfg, model, n_params, texts, tokens_seen, wall, losses, device) -> dict:
     return {
-        "size": cfg.size, "parameters": n_params, "steps": cfg.steps, "batch_size": cfg.batch_size,
-        "documents": len(texts), "tokens_seen": tokens_seen, "wall_time_s": round(wall, 1),
+        "size": cfg.size, "parameters": n_params, "steps": cfg.steps,
+        "batch_size": cfg.batch_size, "documents": len(texts),
+        "tokens_seen": tokens_seen, "wall_time_s": round(wall, 1),
         "device": _device_name(device), "torch_threads": torch.get_num_threads(),
         "final_loss_mean_last_50": round(sum(losses[-50:]) / len(losses[-50:]), 4),
         "config": {k: v for k, v in asdict(cfg).items() if k != "mix"},
         "corpus_mix": asdict(cfg.mix),
         "model_config": {k: v for k, v in model.config.to_dict().items()
-                         if k in ("hidden_size", "intermediate_size", "num_hidden_layers",
-                                  "num_attention_heads", "num_key_value_heads", "vocab_size")},
+                         if k in _ARCHITECTURE_KEYS},
     }
 
 
 def write_model_card(out_dir: str | Path, eval_n: int = 500, seed: int = 0,
                      device: str | None = None) -> Path:
-    """Evaluate a pretrained checkpoint with the harness and (re)write its ``README.md``.
+    """Evaluate a pretrained checkpoint with the harness and (re)write its
+    ``README.md``.
 
-    Reads ``pretrain_info.json`` from the folder; ``eval_n`` held-out problems, greedy and
-    4 samples per prompt at temperature 1; the table is also saved as ``eval.csv``.
+    Reads ``pretrain_info.json`` from the folder; ``eval_n`` held-out problems, greedy
+    and 4 samples per prompt at temperature 1; the table is also saved as ``eval.csv``.
     """
     from .evaluation import evaluate
     from .models import load_model_and_tokenizer
@@ -233,16 +251,18 @@ def _model_card(info: dict, table, out: Path) -> str:
     lines = [
         f"# {out.name}",
         "",
-        f"A {info['parameters']:,}-parameter `Qwen2ForCausalLM` pretrained from scratch by "
-        f"`grpo_lib` on the book's designed arithmetic corpus (see `grpo_lib/corpus.py`). "
-        f"It is a *base model with designed flaws*: later chapters fix them with RL.",
+        f"A {info['parameters']:,}-parameter `Qwen2ForCausalLM` pretrained from "
+        f"scratch by `grpo_lib` on the book's designed arithmetic corpus (see "
+        f"`grpo_lib/corpus.py`). It is a *base model with designed flaws*: later "
+        f"chapters fix them with RL.",
         "",
         "Made by:",
         "",
         "```bash",
         f"python -m grpo_lib pretrain --size {info['size']} --steps {info['steps']} "
         f"--batch-size {info['batch_size']} --lr {info['config']['lr']} "
-        f"--seed {info['config']['seed']} --save-dtype {info['config'].get('save_dtype', 'float32')} "
+        f"--seed {info['config']['seed']} "
+        f"--save-dtype {info['config'].get('save_dtype', 'float32')} "
         f"--device {info['config']['device']} --out {rel}",
         "```",
         "",
@@ -260,11 +280,16 @@ def _model_card(info: dict, table, out: Path) -> str:
         "```json", json.dumps(info["corpus_mix"], indent=1), "```", "",
     ]
     if table is not None:
-        lines += [f"Evaluation (`grpo_lib.evaluate`, the first {int(table['n'].iloc[0])} problems of "
-                  f"held-out `data/arithmetic/test.jsonl`, on {info.get('eval_device', '?')}; "
-                  f"`python -m grpo_lib card {rel}`):", "",
-                  table.to_markdown(floatfmt=".3f") if _has_tabulate() else
-                  "```\n" + table.to_string(float_format=lambda v: f"{v:.3f}") + "\n```", ""]
+        n_eval = int(table["n"].iloc[0])
+        if _has_tabulate():
+            shown = table.to_markdown(floatfmt=".3f")
+        else:
+            shown = ("```\n" + table.to_string(float_format=lambda v: f"{v:.3f}")
+                     + "\n```")
+        lines += [f"Evaluation (`grpo_lib.evaluate`, the first {n_eval} problems of "
+                  f"held-out `data/arithmetic/test.jsonl`, on "
+                  f"{info.get('eval_device', '?')}; `python -m grpo_lib card {rel}`):",
+                  "", shown, ""]
     lines += ["Load offline:", "", "```python",
               "from transformers import AutoModelForCausalLM, AutoTokenizer",
               f"model = AutoModelForCausalLM.from_pretrained('{rel}')",
