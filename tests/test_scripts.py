@@ -56,3 +56,33 @@ def test_keep_cell_ids_without_a_previous_notebook(tmp_path):
     before = new.cells[0].id
     assert keep_cell_ids(new, tmp_path / "missing.ipynb") == 0
     assert new.cells[0].id == before
+
+
+ROOT = SCRIPTS.parent
+
+
+def test_toc_and_chapter_map_are_up_to_date():
+    spec = importlib.util.spec_from_file_location("make_toc", SCRIPTS / "make_toc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--check"]) == 0, "run: python scripts/make_toc.py"
+
+
+def test_the_book_builds_with_warnings_as_errors(tmp_path):
+    """The build that scripts/build_book.sh runs, into a temporary folder: a broken
+    {ref}, {doc} or {cite}, or any other Sphinx warning, fails it."""
+    import shutil
+    import subprocess
+    import sys
+
+    jupyter_book = shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
+    assert jupyter_book, "jupyter-book is missing: bash scripts/setup_env.sh book,test"
+    done = subprocess.run(
+        [jupyter_book, "build", str(ROOT), "--config", str(ROOT / "_config.yml"),
+         "--toc", str(ROOT / "_toc.yml"), "--path-output", str(tmp_path), "--all",
+         "-W", "--keep-going"],
+        capture_output=True, text=True, cwd=ROOT, timeout=900)
+    log = done.stdout + done.stderr
+    warnings = [line for line in log.splitlines() if "WARNING" in line or "ERROR" in line]
+    assert done.returncode == 0 and not warnings, "\n".join(warnings[:20]) or log[-3000:]
+    assert (tmp_path / "_build" / "html" / "index.html").exists()
