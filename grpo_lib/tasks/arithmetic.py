@@ -1,15 +1,15 @@
 """The book's task: integer arithmetic with ``+``, ``-``, ``*`` and parentheses.
 
 A problem is a short expression such as ``2 + 3 * 4`` with an exact integer answer. The
-difficulty knobs are the number of operands, the largest operand, the chance of a pair of
-parentheses and a bound on every intermediate value (so a tiny model can learn the
+difficulty knobs are the number of operands, the largest operand, the chance of a pair
+of parentheses and a bound on every intermediate value (so a tiny model can learn the
 arithmetic facts involved). Problems where evaluating strictly left to right gives a
 different answer (``precedence_matters``) are the ones where the base model's designed
 mistake (``2 + 3 * 4 -> 20``) shows.
 
 Two prompt styles, as in the R1 paper's setting and in chat models:
 
-* :func:`r1_zero_prompt` — the raw R1-Zero template (DeepSeek-R1 paper, Table 1; seed 001 §7);
+* :func:`r1_zero_prompt` — the raw R1-Zero template (DeepSeek-R1 paper, Table 1);
 * :func:`chat_prompt` — one user message, rendered with the tokenizer's chat template.
 """
 from __future__ import annotations
@@ -24,10 +24,11 @@ DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "arithmetic"
 
 R1_ZERO_TEMPLATE = (
     "A conversation between User and Assistant. The user asks a question, and the "
-    "Assistant solves it. The assistant first thinks about the reasoning process in the "
-    "mind and then provides the user with the answer. The reasoning process and answer "
-    "are enclosed within <think> </think> and <answer> </answer> tags, respectively, "
-    "i.e., <think> reasoning process here </think> <answer> answer here </answer>. "
+    "Assistant solves it. The assistant first thinks about the reasoning process in "
+    "the mind and then provides the user with the answer. The reasoning process and "
+    "answer are enclosed within <think> </think> and <answer> </answer> tags, "
+    "respectively, i.e., "
+    "<think> reasoning process here </think> <answer> answer here </answer>. "
     "User: {prompt}. Assistant:"
 )
 
@@ -47,11 +48,13 @@ def chat_prompt(question: str) -> list[dict]:
     return [{"role": "user", "content": question_text(question)}]
 
 
-# --------------------------------------------------------------------------- expressions
-# A token list is what we reduce step by step: ints and the strings "+", "-", "*", "(", ")".
+# ----------------------------------------------------------------------- expressions
+# A token list is what we reduce step by step: ints and the strings
+# "+", "-", "*", "(", ")".
 
 def tokenize_expression(text: str) -> list:
-    """``"2 + (3 * 4)"`` -> ``[2, "+", "(", 3, "*", 4, ")"]``; raises ValueError on junk."""
+    """``"2 + (3 * 4)"`` -> ``[2, "+", "(", 3, "*", 4, ")"]``; raises ValueError on
+    junk."""
     out: list = []
     i = 0
     while i < len(text):
@@ -68,7 +71,8 @@ def tokenize_expression(text: str) -> list:
             out.append(ch)
             i += 1
         else:
-            raise ValueError(f"unexpected character {ch!r} at {i} in expression {text!r}")
+            raise ValueError(
+                f"unexpected character {ch!r} at {i} in expression {text!r}")
     return out
 
 
@@ -91,7 +95,8 @@ def _apply(a: int, op: str, b: int) -> int:
 
 
 def _innermost_span(tokens: list) -> tuple[int, int]:
-    """Span [lo, hi) of the innermost parenthesised group's contents, or the whole list."""
+    """Span [lo, hi) of the innermost parenthesised group's contents, or the whole
+    list."""
     start = None
     for i, tok in enumerate(tokens):
         if tok == "(":
@@ -105,12 +110,13 @@ def _innermost_span(tokens: list) -> tuple[int, int]:
     return 0, len(tokens)
 
 
-def next_step(tokens: list, precedence: bool = True) -> tuple[tuple[int, str, int, int], list]:
+def next_step(tokens: list,
+              precedence: bool = True) -> tuple[tuple[int, str, int, int], list]:
     """One reduction step: ``((a, op, b, result), new_tokens)``.
 
-    Parentheses first (innermost, leftmost); inside a group ``*`` before ``+``/``-`` when
-    ``precedence`` is True, otherwise strictly left to right (the designed mistake).
-    A group reduced to one number loses its parentheses.
+    Parentheses first (innermost, leftmost); inside a group ``*`` before ``+``/``-``
+    when ``precedence`` is True, otherwise strictly left to right (the designed
+    mistake). A group reduced to one number loses its parentheses.
     """
     lo, hi = _innermost_span(tokens)
     inner = tokens[lo:hi]
@@ -129,8 +135,10 @@ def next_step(tokens: list, precedence: bool = True) -> tuple[tuple[int, str, in
     return (a, op, b, value), new
 
 
-def solve_steps(question: str, precedence: bool = True) -> list[tuple[int, str, int, int, str]]:
-    """All reduction steps ``(a, op, b, result, remaining_expression)`` of ``question``."""
+def solve_steps(question: str,
+                precedence: bool = True) -> list[tuple[int, str, int, int, str]]:
+    """All reduction steps ``(a, op, b, result, remaining_expression)`` of
+    ``question``."""
     tokens = tokenize_expression(question)
     steps = []
     while len(tokens) > 1:
@@ -156,17 +164,20 @@ class Difficulty:
     max_operands: int = 4
     max_operand: int = 9  # operands are drawn from 1..max_operand
     paren_prob: float = 0.25  # chance of one pair of parentheses (3+ operands)
-    max_value: int = 99  # every intermediate value, both evaluation orders, in [0, max_value]
+    # every intermediate value, in both evaluation orders, lies in [0, max_value]
+    max_value: int = 99
     op_weights: tuple = (1.0, 1.0, 1.0)  # relative weights of + - *
     operand_weights: tuple = (0.1, 0.45, 0.45)  # chance of min_operands, +1, +2, ...
-    precedence_bias: float = 0.7  # chance to redraw a problem where precedence changes nothing
+    # chance to redraw a problem where precedence changes nothing
+    precedence_bias: float = 0.7
 
     def __post_init__(self):
         if not 2 <= self.min_operands <= self.max_operands:
             raise ValueError(f"need 2 <= min_operands <= max_operands, got "
                              f"{self.min_operands}..{self.max_operands}")
         if self.max_operand < 1 or self.max_value < self.max_operand:
-            raise ValueError(f"need 1 <= max_operand <= max_value, got {self.max_operand}, {self.max_value}")
+            raise ValueError(f"need 1 <= max_operand <= max_value, got "
+                             f"{self.max_operand}, {self.max_value}")
 
 
 @dataclass
@@ -198,7 +209,8 @@ def random_problem(rng: random.Random, difficulty: Difficulty | None = None,
     d = difficulty or Difficulty()
     for _ in range(max_tries):
         counts = list(range(d.min_operands, d.max_operands + 1))
-        weights = list(d.operand_weights[: len(counts)]) + [1.0] * (len(counts) - len(d.operand_weights))
+        weights = list(d.operand_weights[: len(counts)])
+        weights += [1.0] * (len(counts) - len(d.operand_weights))
         n = rng.choices(counts, weights=weights)[0]
         nums = [rng.randint(1, d.max_operand) for _ in range(n)]
         ops = rng.choices(OPS, weights=d.op_weights, k=n - 1)
@@ -244,9 +256,10 @@ def make_problems(n: int, seed: int = 0, difficulty: Difficulty | None = None,
     return out
 
 
-def write_splits(out_dir: str | Path = DATA_DIR, n_train: int = 20000, n_test: int = 1000,
-                 seed: int = 0) -> dict[str, Path]:
-    """Write ``test.jsonl`` then ``train.jsonl`` (no question in both) under ``out_dir``."""
+def write_splits(out_dir: str | Path = DATA_DIR, n_train: int = 20000,
+                 n_test: int = 1000, seed: int = 0) -> dict[str, Path]:
+    """Write ``test.jsonl`` then ``train.jsonl`` (no question in both) under
+    ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     test = make_problems(n_test, seed=seed + 1)
@@ -263,13 +276,15 @@ def write_splits(out_dir: str | Path = DATA_DIR, n_train: int = 20000, n_test: i
 
 
 def read_rows(split: str = "train", data_dir: str | Path = DATA_DIR) -> list[dict]:
-    """The committed split's rows (question, answer, num_operands, ...) as plain dicts."""
+    """The committed split's rows (question, answer, num_operands, ...) as plain
+    dicts."""
     path = Path(data_dir) / f"{split}.jsonl"
     if not path.exists():
         raise FileNotFoundError(
             f"{path} does not exist. Create the splits with "
             f"`python -m grpo_lib make-data --out {Path(data_dir)}`.")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def load_split(split: str = "train", data_dir: str | Path = DATA_DIR):
