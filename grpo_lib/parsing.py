@@ -3,7 +3,7 @@
 Shared by the reward functions (:mod:`grpo_lib.rewards`) and the evaluation harness, so
 that "the answer", "well formatted" and "correct" mean the same thing everywhere.
 
-The response format (DeepSeek-R1-Zero's template, seed 001)::
+The response format (DeepSeek-R1-Zero's template)::
 
     <think> 3 * 4 = 12, 2 + 12 = 14 </think> <answer> 14 </answer>
 

@@ -109,8 +109,8 @@ def format_reward(completions: list[str], **kwargs) -> list[float]:
 def soft_format_reward(completions: list[str], **kwargs) -> list[float]:
     """1.0 when a think block and, after it, an answer block appear anywhere, else 0.0.
 
-    The lenient variant (text around the blocks is allowed), as in the GSM8K recipe of
-    seed 001 part 3. Floor: 0.0.
+    The lenient variant (text around the blocks is allowed), as in popular GSM8K GRPO
+    recipes. Floor: 0.0.
     """
     return [1.0 if is_well_formatted(t, strict=False) else 0.0
             for t in _texts(completions, "soft_format_reward")]
@@ -147,15 +147,15 @@ def _has_block(text: str, open_tag: str, close_tag: str) -> bool:
 
 def countdown_format_reward(completions: list[str], response_prefix: str = "",
                             **kwargs) -> list[float]:
-    r"""GRPO-Zero's Countdown format score (seed 001 part 2), with partial credit.
+    r"""GRPO-Zero's Countdown format score, with partial credit.
 
     .. math:: r = \begin{cases} 1 & \text{strict format (as } \texttt{format\_reward)}
        \\ 0.1\,\mathbb{1}[\text{think block}] + 0.5\,\mathbb{1}[\text{answer block}]
        & \text{otherwise} \end{cases}
 
     ``response_prefix`` is prepended before checking: GRPO-Zero's prompt ends with
-    ``"<think>"``, so the model's text starts inside the think block and the seed checks
-    ``"<think>" + response``. Floor: 0.0.
+    ``"<think>"``, so the model's text starts inside the think block and GRPO-Zero
+    checks ``"<think>" + response``. Floor: 0.0.
     """
     scores = []
     for text in _texts(completions, "countdown_format_reward"):
@@ -196,7 +196,7 @@ def countdown_answer_reward(completions: list[str], numbers: Sequence | None = N
     ``e`` is the text of the last ``<answer>`` block (unicode digits read as ASCII),
     evaluated by :func:`grpo_lib.safe_math.safe_eval` — an AST whitelist of numbers,
     ``+ - * /``, unary minus and parentheses, never ``eval`` — in exact rational
-    arithmetic (the seed compares floats within 1e-5; exact arithmetic needs no
+    arithmetic (GRPO-Zero compares floats within 1e-5; exact arithmetic needs no
     tolerance). Repeated or missing numbers, a decimal literal, division by zero,
     ``9**9**9**9``, 5,000 nested parentheses: all 0.0, in microseconds. Floor: 0.0.
     """
@@ -230,7 +230,7 @@ def countdown_answer_reward(completions: list[str], numbers: Sequence | None = N
 def countdown_reward(completions: list[str], numbers: Sequence | None = None,
                      target: Sequence | None = None, format_weight: float = 0.1,
                      response_prefix: str = "", **kwargs) -> list[float]:
-    r"""GRPO-Zero's Countdown reward (seed 001 part 2):
+    r"""GRPO-Zero's Countdown reward:
     :math:`r = 0.1\,r_\text{format} + r_\text{answer}`.
 
     :func:`countdown_format_reward` (1, or 0.1/0.5 partial credit) weighted by
@@ -260,7 +260,7 @@ def language_consistency_reward(completions: list[str], language: str | Sequence
     ``"en"`` counts Latin words as on-target, ``"zh"`` CJK characters. Digits and
     symbols belong to no language: a reasoning made only of them
     (``"2 + 3 = 5, 5 * 4 = 20"``) is consistent with every language and scores 1.0 —
-    which is how the seed's example gives o1 a full language reward. Script is a proxy
+    which is how chapter 1's example gives o1 a full language reward. Script is a proxy
     for language: French scores 1.0 for "en".
 
     ``language`` is one code for all completions or a column with one per completion.
@@ -305,7 +305,7 @@ def reasoning_steps_reward(completions: list[str], min_steps: int = 3,
     Markers: ``"Step 1:"``, a numbered line ``"1."``, a bullet ``"\n-"``/``"\n*"``,
     and the words ``First,``/``Second,``/``Next,``/``Finally,``. (Open-R1 forgets
     ``re.MULTILINE``, so its ``^\d+\.`` only matches at the very start; here it
-    matches every line.) Note what it does *not* count: the seed's
+    matches every line.) Note what it does *not* count: chapter 1's
     ``"3 * 4 = 12, 2 + 12 = 14"`` has two steps and scores 0 — a reward written for
     one output style. Floor: 0.0.
     """
@@ -550,7 +550,7 @@ def combine_rewards(funcs: Sequence[RewardFunction],
     r"""Compose reward functions: :math:`r = \sum_k w_k r_k` (weights default to 1).
 
     ``combine_rewards([accuracy_reward, format_reward], [1.0, 0.1])`` is R1-Zero's
-    accuracy + 0.1·format; on the seed's o1..o4 it gives 0.1, 1.1, 1.0, 0.1. The
+    accuracy + 0.1·format; on chapter 1's o1..o4 it gives 0.1, 1.1, 1.0, 0.1. The
     result is a :class:`CombinedReward`: call it like any reward function, and use
     ``.breakdown(...)`` or ``.last_breakdown`` to log each function separately.
     """

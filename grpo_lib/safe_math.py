@@ -1,9 +1,9 @@
 """A safe evaluator for arithmetic expressions written by a model (Countdown answers).
 
-The GRPO-Zero code in seed 001 scores a Countdown answer with Python's ``eval`` behind a
-character regex. That is a bad habit to copy: ``eval`` runs whatever the model writes,
-and even pure arithmetic can hang the trainer (``9**9**9**9`` has about 10^369,000,000
-digits) or crash it (5,000 nested parentheses make CPython's parser raise
+The GRPO-Zero code scores a Countdown answer with Python's ``eval`` behind a character
+regex. That is a bad habit to copy: ``eval`` runs whatever the model writes, and even
+pure arithmetic can hang the trainer (``9**9**9**9`` has about 10^369,000,000 digits) or
+crash it (5,000 nested parentheses make CPython's parser raise
 ``MemoryError``/``RecursionError``). Here the expression is parsed with :mod:`ast` and
 walked by our own evaluator, which accepts only a whitelist:
 

@@ -19,7 +19,7 @@ _ANSWER_GREEDY = re.compile(r"<answer>(.*)</answer>", re.DOTALL)
 
 def substring_correctness(completions: list[str], answer: list[str],
                           **kwargs) -> list[float]:
-    """A hackable accuracy rule (seed 001's GSM8K recipe): 1.0 if the gold answer
+    """A hackable accuracy rule (as in popular GSM8K recipes): 1.0 if the gold answer
     *occurs in* the text of the ``<answer>`` block (greedy match), else 0.0.
 
     Do not train with it: ``"<answer> 0 1 2 ... 99 </answer>"`` is "correct" for every
