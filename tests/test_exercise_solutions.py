@@ -1,12 +1,13 @@
-"""Every appendix solution passes its checker, and every checker rejects a wrong attempt.
+"""Every appendix solution passes its checker; every checker rejects a wrong attempt.
 
 * ``book/solutions/chNN.md``: the ```python blocks of each file run in order in one
-  namespace, in the repository root; each block that calls a checker must get True. Every
-  ``check_*`` of ``grpo_lib/exercises/chNN.py`` is called by that chapter's solutions, and
-  the solutions import checkers from their own chapter's module only.
-* ``WRONG_ATTEMPTS``: one typical mistake per checker, which must raise AssertionError with
-  the message given. The table must name every ``check_*`` function of every chapter, so a
-  new checker without a wrong attempt fails :func:`test_every_checker_has_a_wrong_attempt`.
+  namespace, in the repository root; each checker call must return True. Every
+  ``check_*`` of ``grpo_lib/exercises/chNN.py`` is called by that chapter's solutions,
+  and the solutions import checkers from their own chapter's module only.
+* ``WRONG_ATTEMPTS``: one typical mistake per checker, which must raise AssertionError
+  with the message given. The table must name every ``check_*`` function of every
+  chapter, so a new checker without a wrong attempt fails
+  :func:`test_every_checker_has_a_wrong_attempt`.
 """
 from __future__ import annotations
 
@@ -101,7 +102,8 @@ def _swapped_k3(logp, ref_logp):
 def _objective_sign_flipped(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
     from grpo_lib.objective import clipped_surrogate, kl_estimate, probability_ratio
 
-    per_token = (clipped_surrogate(probability_ratio(logp, old_logp), advantages, epsilon)
+    rho = probability_ratio(logp, old_logp)
+    per_token = (clipped_surrogate(rho, advantages, epsilon)
                  - beta * kl_estimate(logp, ref_logp, "k3"))
     return -((per_token * mask).sum(-1) / mask.sum(-1)).mean()
 
@@ -232,6 +234,7 @@ def test_package_does_not_reexport_checkers():
     assert not [name for name in vars(exercises) if name.startswith("check_")]
     with pytest.raises(ImportError, match=r"exercises\.ch01 .*exercises\.ch09"):
         exec("from grpo_lib.exercises import check_informative_groups", {})
-    with pytest.raises(ImportError, match=r"from grpo_lib\.exercises\.ch02 import check_k3"):
+    with pytest.raises(ImportError,
+                       match=r"from grpo_lib\.exercises\.ch02 import check_k3"):
         exec("from grpo_lib.exercises import check_k3", {})
     assert not hasattr(exercises, "not_a_checker")
