@@ -1,0 +1,134 @@
+"""Non-reasoning skills for SFT stage 2, each scored by a rule.
+
+DeepSeek-R1's second SFT stage mixes about 600k reasoning samples with about 200k
+non-reasoning ones (writing, factual QA, self-cognition, translation) so the final
+model is more than a solver (DeepSeek-R1 paper, section 2.3.3). The book's tiny model
+gets four small skills of the same kinds, each with an exact answer a rule can check:
+
+==================  ==========================================  ====================
+skill               example question                            answer
+==================  ==========================================  ====================
+``number_words``    Write 47 in words.                          forty-seven
+``compare``         Which is larger, 38 or 83?                  83
+``translate``       Translate "seven" into Chinese.             七
+                    Translate "四十七" into English.            forty-seven
+``self_cognition``  Who are you?                                :data:`IDENTITY`
+==================  ==========================================  ====================
+
+:func:`make_skill_rows` draws rows (``messages`` for SFT plus ``skill``, ``question``,
+``answer``); :func:`score_skill` scores one completion against its row, 1.0 or 0.0,
+and never raises on malformed text.
+"""
+from __future__ import annotations
+
+import random
+import re
+
+SKILLS = ("number_words", "compare", "translate", "self_cognition")
+
+IDENTITY = "I am a small assistant trained to solve arithmetic problems step by step."
+
+ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+        "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+        "seventeen", "eighteen", "nineteen"]
+TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty",
+        "ninety"]
+DIGITS_ZH = "零一二三四五六七八九"
+
+# question templates: the first ones train, the last one of each is held out, so the
+# held-out set asks in words the model has not seen
+TEMPLATES = {
+    "number_words": ["Write {n} in words.", "How do you write {n} in English words?",
+                     "Spell out the number {n}."],
+    "compare": ["Which is larger, {a} or {b}?", "Which number is bigger: {a} or {b}?",
+                "Of {a} and {b}, which is greater?"],
+    "translate_en_zh": ['Translate "{w}" into Chinese.',
+                        'What is "{w}" in Chinese?',
+                        'Give the Chinese word for "{w}".'],
+    "translate_zh_en": ['Translate "{w}" into English.',
+                        'What is "{w}" in English?',
+                        'Give the English word for "{w}".'],
+    "self_cognition": ["Who are you?", "What are you?", "Tell me about yourself.",
+                       "Introduce yourself."],
+}
+
+
+def number_to_words(n: int) -> str:
+    """English words of ``0 <= n <= 99``: ``47 -> "forty-seven"``."""
+    if not isinstance(n, int) or not 0 <= n <= 99:
+        raise ValueError(f"number_to_words covers the integers 0..99, got {n!r}")
+    if n < 20:
+        return ONES[n]
+    tens, ones = divmod(n, 10)
+    return TENS[tens] + ("" if ones == 0 else "-" + ONES[ones])
+
+
+def number_to_chinese(n: int) -> str:
+    """Chinese numerals of ``0 <= n <= 99``: ``47 -> "四十七"``, ``10 -> "十"``."""
+    if not isinstance(n, int) or not 0 <= n <= 99:
+        raise ValueError(f"number_to_chinese covers the integers 0..99, got {n!r}")
+    if n < 10:
+        return DIGITS_ZH[n]
+    tens, ones = divmod(n, 10)
+    head = "十" if tens == 1 else DIGITS_ZH[tens] + "十"
+    return head + ("" if ones == 0 else DIGITS_ZH[ones])
+
+
+def _question(skill: str, rng: random.Random, held_out: bool) -> tuple[str, str, str]:
+    """``(question, answer, template key)`` of one random item of ``skill``."""
+    key = skill
+    if skill == "translate":
+        key = rng.choice(["translate_en_zh", "translate_zh_en"])
+    templates = TEMPLATES[key]
+    template = templates[-1] if held_out else rng.choice(templates[:-1])
+    n = rng.randint(0, 99)
+    if key == "number_words":
+        return template.format(n=n), number_to_words(n), key
+    if key == "compare":
+        a, b = rng.sample(range(100), 2)
+        return template.format(a=a, b=b), str(max(a, b)), key
+    if key == "translate_en_zh":
+        return template.format(w=number_to_words(n)), number_to_chinese(n), key
+    if key == "translate_zh_en":
+        return template.format(w=number_to_chinese(n)), number_to_words(n), key
+    return template, IDENTITY, key
+
+
+def make_skill_rows(n_per_skill: int, seed: int = 0, held_out: bool = False,
+                    skills: tuple = SKILLS) -> list[dict]:
+    """``n_per_skill`` rows of each skill: ``{"messages", "skill", "question",
+    "answer"}``. ``held_out=True`` asks with the held-out template of each skill.
+
+    Self-cognition has only a few questions, so its rows repeat them."""
+    unknown = set(skills) - set(SKILLS)
+    if unknown:
+        raise ValueError(f"unknown skill(s) {sorted(unknown)}; choose from {SKILLS}")
+    rng = random.Random(seed)
+    rows = []
+    for skill in skills:
+        for _ in range(n_per_skill):
+            question, answer, _key = _question(skill, rng, held_out)
+            rows.append({"messages": [{"role": "user", "content": question},
+                                      {"role": "assistant", "content": answer}],
+                         "skill": skill, "question": question, "answer": answer})
+    return rows
+
+
+def _normalise(text: str) -> str:
+    """Lower case, hyphens as spaces, outer punctuation and spaces dropped."""
+    text = text.strip().lower().replace("-", " ")
+    return re.sub(r"\s+", " ", text).strip(" .!。\"'")
+
+
+def score_skill(skill: str, completion: str, answer: str) -> float:
+    """1.0 when ``completion`` gives ``answer`` for ``skill``, else 0.0 (never raises).
+
+    ``number_words``/``translate``/``self_cognition``: the whole completion equals the
+    answer up to case, hyphens, spacing and a final full stop. ``compare``: the
+    completion is the larger number, alone.
+    """
+    if not isinstance(completion, str) or skill not in SKILLS:
+        return 0.0
+    if skill == "compare":
+        return float(completion.strip().rstrip(".") == str(answer).strip())
+    return float(_normalise(completion) == _normalise(str(answer)))

@@ -1,0 +1,94 @@
+"""Data for the R1 pipeline's SFT stages: the cold-start annotator and the
+non-reasoning skills (grpo_lib.tasks.cold_start, grpo_lib.tasks.skills)."""
+from __future__ import annotations
+
+import pytest
+
+from grpo_lib import parsing
+from grpo_lib.rewards import accuracy_reward, format_reward
+from grpo_lib.tasks.arithmetic import evaluate_expression, make_problems
+from grpo_lib.tasks.cold_start import annotate, cold_start_rows, order_rule
+from grpo_lib.tasks.skills import (IDENTITY, SKILLS, make_skill_rows, number_to_chinese,
+                                   number_to_words, score_skill)
+
+
+def test_annotate_writes_the_worked_example():
+    assert annotate("2 + 3 * 4") == (
+        "<think> Multiplication comes before addition and subtraction. First "
+        "3 * 4 = 12, now 2 + 12. Then 2 + 12 = 14. Check: 14 - 12 = 2. </think> "
+        "<answer> 14 </answer>")
+
+
+@pytest.mark.parametrize("question, rule", [
+    ("2 + 3", "single"), ("2 + 3 - 4", "left_to_right"), ("2 + 3 * 4", "mul"),
+    ("(2 + 3) * 4", "parens_and_mul"), ("(2 + 3) - 4", "parens")])
+def test_order_rule_names_what_fixes_the_order(question, rule):
+    assert order_rule(question) == rule
+
+
+def test_every_annotated_trace_is_right_formatted_english_and_checks_out():
+    problems = make_problems(300, seed=5)
+    rows = cold_start_rows(problems)
+    texts = [r["messages"][1]["content"] for r in rows]
+    answers = [r["answer"] for r in rows]
+    assert accuracy_reward(texts, answer=answers) == [1.0] * len(rows)
+    assert format_reward(texts) == [1.0] * len(rows)
+    assert not any(parsing.has_cjk(t) for t in texts)
+    for p, text in zip(problems, texts):
+        check = text.split("Check: ")[1].split(".")[0]  # "14 - 12 = 2"
+        left, right = check.split(" = ")
+        if " / " in left:
+            a, b = map(int, left.split(" / "))
+            assert a == b * int(right)
+        else:
+            assert evaluate_expression(left) == int(right)
+        assert rows[0]["messages"][0]["role"] == "user"
+
+
+def test_annotate_refuses_a_bare_number():
+    with pytest.raises(ValueError, match="at least one operation"):
+        annotate("7")
+
+
+@pytest.mark.parametrize("n, words, zh", [
+    (0, "zero", "零"), (7, "seven", "七"), (10, "ten", "十"), (13, "thirteen", "十三"),
+    (20, "twenty", "二十"), (47, "forty-seven", "四十七"), (99, "ninety-nine", "九十九")])
+def test_number_words_in_english_and_chinese(n, words, zh):
+    assert number_to_words(n) == words and number_to_chinese(n) == zh
+
+
+def test_number_words_refuse_out_of_range():
+    with pytest.raises(ValueError, match="0..99"):
+        number_to_words(100)
+    with pytest.raises(ValueError, match="0..99"):
+        number_to_chinese(-1)
+
+
+def test_skill_rows_have_their_answers_and_held_out_questions_differ():
+    train = make_skill_rows(50, seed=0)
+    held = make_skill_rows(50, seed=1, held_out=True)
+    assert {r["skill"] for r in train} == set(SKILLS) and len(train) == 200
+    for row in train + held:
+        assert score_skill(row["skill"], row["answer"], row["answer"]) == 1.0
+        assert row["messages"][1]["content"] == row["answer"]
+    train_q = {r["question"] for r in train if r["skill"] == "self_cognition"}
+    held_q = {r["question"] for r in held if r["skill"] == "self_cognition"}
+    assert held_q and not train_q & held_q
+
+
+@pytest.mark.parametrize("skill, completion, answer, score", [
+    ("number_words", "Forty-seven.", "forty-seven", 1.0),
+    ("number_words", "forty seven", "forty-seven", 1.0),
+    ("number_words", "forty-eight", "forty-seven", 0.0),
+    ("number_words", "The answer is forty-seven", "forty-seven", 0.0),
+    ("compare", "83", "83", 1.0),
+    ("compare", "38 or 83", "83", 0.0),
+    ("translate", "四十七", "四十七", 1.0),
+    ("translate", "四十", "四十七", 0.0),
+    ("self_cognition", IDENTITY, IDENTITY, 1.0),
+    ("self_cognition", "I am ChatGPT.", IDENTITY, 0.0),
+    ("compare", None, "83", 0.0),
+    ("no_such_skill", "83", "83", 0.0),
+])
+def test_score_skill(skill, completion, answer, score):
+    assert score_skill(skill, completion, answer) == score
