@@ -92,3 +92,21 @@ def test_skill_rows_have_their_answers_and_held_out_questions_differ():
 ])
 def test_score_skill(skill, completion, answer, score):
     assert score_skill(skill, completion, answer) == score
+
+
+def test_writers_make_files_from_the_train_split_only(tmp_path):
+    import json
+
+    from grpo_lib.tasks.arithmetic import read_rows
+    from grpo_lib.tasks.cold_start import write_cold_start
+    from grpo_lib.tasks.skills import write_skills
+
+    path = write_cold_start(tmp_path / "cs", n=50, seed=1)
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    test_questions = {r["question"] for r in read_rows("test")}
+    assert len(rows) == 50 and not {r["question"] for r in rows} & test_questions
+    paths = write_skills(tmp_path / "sk", n_train=5, n_test=3)
+    lines = paths["test"].read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3 * len(SKILLS)
+    with pytest.raises(ValueError, match="n must be in"):
+        write_cold_start(tmp_path / "cs", n=0)

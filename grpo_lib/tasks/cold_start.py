@@ -16,7 +16,14 @@ format (a ``messages`` column), ready for :class:`grpo_lib.sft.SFTTrainer`.
 """
 from __future__ import annotations
 
-from .arithmetic import Problem, question_text, solve_steps, tokenize_expression
+import json
+import random
+from pathlib import Path
+
+from .arithmetic import (DATA_DIR, Problem, question_text, read_rows, solve_steps,
+                         tokenize_expression)
+
+COLD_START_DIR = DATA_DIR.parent / "cold_start"
 
 # the first sentence of a trace: why the steps come in the order they do
 RULES = {
@@ -87,3 +94,23 @@ def cold_start_rows(problems: list[Problem], source: str = "annotator") -> list[
             "question": p.question, "answer": str(p.answer), "source": source,
         })
     return rows
+
+
+def write_cold_start(out_dir: str | Path = COLD_START_DIR, n: int = 2000,
+                     seed: int = 0) -> Path:
+    """Annotate ``n`` problems drawn (seeded) from the arithmetic *train* split and
+    write them to ``out_dir/annotator.jsonl``; the test split is never used."""
+    rows = read_rows("train")
+    if not 1 <= n <= len(rows):
+        raise ValueError(f"n must be in 1..{len(rows)} (the train split), got {n}")
+    picked = random.Random(seed).sample(rows, n)
+    problems = [Problem(r["question"], int(r["answer"]), r["num_operands"],
+                        r["has_parens"], r["precedence_matters"]) for r in picked]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "annotator.jsonl"
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in cold_start_rows(problems):
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"wrote {n} annotated conversations to {path}")
+    return path
