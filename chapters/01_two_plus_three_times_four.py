@@ -12,6 +12,7 @@
 # ---
 
 # %% [markdown]
+# (ch01)=
 # # What is 2 + 3 * 4?
 #
 # *A group of answers, rule rewards and advantages, computed by hand and by the
@@ -32,10 +33,11 @@
 # 3. the group's mean and standard deviation;
 # 4. each output's advantage: its reward, standardised within its group;
 # 5. what happens when every output gets the same reward, how the group size $G$ and the
-#    small constant $\varepsilon$ change the picture;
-# 6. an interactive table to try your own rewards, and exercises.
+#    small constant $\epsilon_{\mathrm{std}}$ change the picture;
+# 6. an interactive table to try your own rewards, a group sampled from the book's base
+#    model, and exercises.
 #
-# Chapter 2 then turns advantages into a loss.
+# {doc}`02_objective` then turns advantages into a loss.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -45,13 +47,14 @@ print_environment()
 
 # %%
 import matplotlib.pyplot as plt
+import matplotlib.text
 import numpy as np
 import pandas as pd
 import torch
 
 from grpo_lib.advantages import group_advantages, group_stats
 from grpo_lib.display import show_source
-from grpo_lib.plots import bar_table, plot_advantages
+from grpo_lib.plots import bar_table
 from grpo_lib.profiles import profile
 from grpo_lib.rewards import accuracy_reward, combine_rewards, format_reward
 from grpo_lib.tasks.arithmetic import evaluate_expression, r1_zero_prompt
@@ -85,9 +88,10 @@ print(f"with precedence: {gold}    left to right: {left_to_right}")
 # ## A group of four outputs
 #
 # GRPO samples a **group** of $G$ outputs $o_1, \dots, o_G$ for the same prompt from the
-# current model (the *old policy* $\pi_{\theta_\text{old}}$). Suppose $G = 4$ and the
-# model produced these four — the running example of a popular walkthrough of GRPO,
-# which we follow here and check number by number:
+# current model (the *old policy* $\pi_{\theta_{\mathrm{old}}}$). Suppose $G = 4$ and
+# the model produced these four. They are the running example of Fareed Khan's
+# illustrated walkthrough of DeepSeek-R1 {cite}`khan2025r1scratch`, which we follow here
+# and check number by number:
 #
 # - $o_1$ reasons left to right and gets the wrong answer;
 # - $o_2$ multiplies first and gets it right;
@@ -154,13 +158,14 @@ table
 #
 # $$
 # \bar r = \frac1G \sum_{i=1}^G r_i, \qquad
-# \sigma = \sqrt{\frac{1}{G - c} \sum_{i=1}^G (r_i - \bar r)^2},
+# \sigma_r = \sqrt{\frac{1}{G - c} \sum_{i=1}^G (r_i - \bar r)^2},
 # $$
 #
 # where $c = 0$ gives the *population* standard deviation and $c = 1$ the *sample*
-# standard deviation (Bessel's correction). Both are in use: the GRPO-Zero code of the
-# from-scratch tutorials divides by the population std (like `numpy.std`), while TRL
-# divides by the sample std (like `torch.std`). The library computes either:
+# standard deviation (Bessel's correction). Both are in use: GRPO-Zero
+# {cite}`grpozero`, a from-scratch implementation, divides by the population std (it
+# calls `numpy.std`), while TRL divides by the sample std (like `torch.std`). The
+# library computes either:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -173,15 +178,16 @@ print(f"population std (/G)   {std_population:.4f}")
 print(f"sample std (/(G-1))   {std_sample:.4f}")
 print(f"ratio sample/population = {std_sample / std_population:.4f} "
       f"= sqrt(G / (G - 1)) = {np.sqrt(G / (G - 1)):.4f}")
-walkthrough_std = 0.5  # the walkthrough's "about 0.5"
+walkthrough_std = 0.5  # the walkthrough's "approximated" std
 print(f"walkthrough's std {walkthrough_std}: "
       f"{walkthrough_std - std_population:+.4f} from the population std, "
       f"{walkthrough_std - std_sample:+.4f} from the sample std")
 
 # %% [markdown]
-# The walkthrough gives the standard deviation as "about 0.5". Neither convention gives
-# 0.5: it is a rounded value, and with only four outputs the choice between $G$ and
-# $G - 1$ moves the std by more than that rounding does (compare the last two lines).
+# The walkthrough gives the standard deviation as 0.5, "approximated". Neither
+# convention gives 0.5: it is a rounded value, and with only four outputs the choice
+# between $G$ and $G - 1$ moves the std by more than that rounding does (compare the
+# last two lines).
 #
 # ## Advantages
 #
@@ -190,15 +196,18 @@ print(f"walkthrough's std {walkthrough_std}: "
 # ({cite}`shao2024deepseekmath`, section 4.1.2):
 #
 # $$
-# \hat A_{i,t} = \frac{r_i - \bar r}{\sigma + \varepsilon},
+# \hat A_{i,t} = \frac{r_i - \bar r}{\sigma_r + \epsilon_{\mathrm{std}}},
 # $$
 #
-# with a small $\varepsilon$ (TRL and GRPO-Zero use $10^{-4}$) so that the division is
-# defined when all rewards are equal. The library's `group_advantages` takes a flat list
-# of rewards, the group size, and the two conventions as arguments:
+# with a small $\epsilon_{\mathrm{std}}$ (TRL and GRPO-Zero use $10^{-4}$) so that the
+# division is defined when all rewards are equal. The library's `group_advantages`
+# takes a flat list of `rewards`, the group size, the `std` convention and `eps`; here
+# is the part that computes them (`scale` chooses the denominator: the group's std,
+# the whole batch's, or none):
 
 # %%
-show_source(group_advantages)
+show_source(group_advantages, start="r = _as_reward_tensor",
+            end="return advantages.reshape")
 
 # %% [markdown]
 # Here are the advantages under both conventions, next to the numbers the walkthrough
@@ -239,15 +248,23 @@ for name, adv in [("population", adv_population), ("sample", adv_sample)]:
 #   $o_1$ and $o_4$ down, and $o_2$ gets a bit more than $o_3$ thanks to its format
 #   reward. The conventions only change the *size* of the step.
 # - **Advantages sum to zero** in each group: what one output gains, the others lose.
-#   The sums of squares come out near $G$ (population) and $G - 1$ (sample) — slightly
-#   less because of $\varepsilon$. Exercise 1 asks you to see why.
+#   The sums of squares come out near $G$ (population) and $G - 1$ (sample), slightly
+#   less because of $\epsilon_{\mathrm{std}}$. Exercise 1 asks you to see why.
 # - The choice matters in practice: with the sample std every advantage is smaller by
 #   the factor $\sqrt{(G-1)/G}$, so the same learning rate takes a smaller step.
 
 # %%
-fig = plot_advantages(rewards, {"population std": adv_population,
-                                "sample std": adv_sample}, labels,
-                      title=f"{question} = ?  (G = {G})")
+fig, (ax_r, ax_a) = plt.subplots(1, 2, figsize=(7.5, 3.3), width_ratios=[1, 2],
+                                 constrained_layout=True)
+bar_table({"reward": rewards}, labels, fmt="{:.1f}", title="reward $r_i$", ax=ax_r)
+baseline = ax_r.axhline(mean, color="black", ls="--", lw=1, label="group mean")
+ax_r.legend(handles=[baseline], loc="upper right")
+ax_r.set_ylim(0, 1.6)
+bar_table(advantages[["A (population std)", "A (sample std)"]], fmt="{:+.2f}",
+          title=r"advantage $\hat A_i$", ax=ax_a)
+fig.suptitle(f"{question} = ?  (G = {G})")
+for text in fig.findobj(matplotlib.text.Text):  # every label at least 9 pt
+    text.set_fontsize(max(text.get_fontsize(), 9))
 plt.show()
 
 # %% [markdown]
@@ -256,7 +273,8 @@ plt.show()
 # The policy is a model of *tokens*, so the advantage is applied per token. With outcome
 # rewards, $\hat A_{i,t}$ does not depend on $t$: the advantage vector of shape `[G]` is
 # broadcast over each output's tokens with the completion mask. Below, the four outputs
-# are tokenized with the book's tokenizer (chapter 5 builds it) and right-padded; the
+# are tokenized with the book's tokenizer ({doc}`05_tiny_base_model` builds it) and
+# right-padded; the
 # grid shows the per-token advantage (sample std) for the first tokens of each output;
 # the short $o_3$ ends early, and its padding positions get 0.
 
@@ -282,8 +300,9 @@ pd.DataFrame(per_token[:, :shown].numpy(), index=labels,
 # The correct first step of $o_1$, "2 + 3 = 5", is pushed down together with its wrong
 # conclusion. Over many groups, steps that tend to lead to right answers collect
 # positive advantages more often than negative ones; no single group can tell them
-# apart. This is the price of outcome rewards, and the reason process rewards exist
-# (chapter 15).
+# apart. This is the price of outcome rewards, and the reason *process* supervision,
+# which scores each step, exists; DeepSeekMath describes a GRPO variant for it
+# ({cite}`shao2024deepseekmath`, section 4.1.3).
 #
 # ## When every output gets the same reward
 #
@@ -299,39 +318,41 @@ print("naive (r - mean) / std:       ", naive.tolist())
 print("group_advantages (eps = 1e-4):", group_advantages(same, G).tolist())
 
 # %% [markdown]
-# With $\varepsilon$ in the denominator (and, in the library, an exact zero numerator
-# for an all-equal group) the advantages are exactly zero: the group contributes **no
-# gradient**. That is the right answer — if every output is equally good, there is
-# nothing to prefer — but it also means that questions the model always solves, or never
-# solves, are wasted compute. DAPO {cite}`yu2025dapo` samples more prompts to replace
-# such groups ("dynamic sampling"); chapter 9 measures how often it happens in training.
+# With $\epsilon_{\mathrm{std}}$ in the denominator (and, in the library, an exact zero
+# numerator for an all-equal group) the advantages are exactly zero: the group
+# contributes **no gradient**. That is the right answer (if every output is equally
+# good, there is nothing to prefer), but it also means that questions the model always
+# solves, or never solves, are wasted compute. DAPO {cite}`yu2025dapo` samples more
+# prompts to replace such groups ("dynamic sampling"); {doc}`09_failure_modes` measures
+# how often it happens in training.
 #
-# ### What ε does to nearly-equal rewards
+# ### What $\epsilon_{\mathrm{std}}$ does to nearly-equal rewards
 #
-# $\varepsilon$ is not only a guard against 0/0. Standardising divides by the spread, so
-# *any* difference, however tiny, is blown up to the same size. Take three wrong outputs
-# and one that differs by $\delta$:
+# $\epsilon_{\mathrm{std}}$ is not only a guard against 0/0. Standardising divides by
+# the spread, so *any* difference, however tiny, is blown up to the same size. Take
+# three wrong outputs and one whose reward is larger by a small $d$:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 rows = []
-for delta in [1e-6, 1e-4, 1e-2, 1.0]:
-    r = [0.0, 0.0, 0.0, delta]
+for d in [1e-6, 1e-4, 1e-2, 1.0]:
+    r = [0.0, 0.0, 0.0, d]
     rows.append({
-        "delta": delta,
+        "d": d,
         "A4 (eps = 0)": group_advantages(r, G, eps=0.0)[3].item(),
         "A4 (eps = 1e-4)": group_advantages(r, G, eps=1e-4)[3].item(),
         "A4 (eps = 1e-2)": group_advantages(r, G, eps=1e-2)[3].item(),
     })
-pd.DataFrame(rows).set_index("delta")
+pd.DataFrame(rows).set_index("d")
 
 # %% [markdown]
-# Without $\varepsilon$ the advantage does not depend on $\delta$ at all: a difference
-# of one part in a million counts as much as a real success. With $\varepsilon$,
-# differences much smaller than $\varepsilon$ fade out and differences much larger are
-# untouched. That matters when rewards carry noise (a length penalty, a learned reward
-# model) rather than clean 0/1 outcomes. Dr. GRPO {cite}`liu2025drgrpo` goes further and
-# drops the division altogether (`scale="none"`, chapter 8).
+# Without $\epsilon_{\mathrm{std}}$ the advantage does not depend on $d$ at all: a
+# difference of one part in a million counts as much as a real success. With
+# $\epsilon_{\mathrm{std}}$, differences much smaller than it fade out and differences
+# much larger are untouched. That matters when rewards carry noise (a length penalty, a
+# learned reward model) rather than clean 0/1 outcomes. Dr. GRPO {cite}`liu2025drgrpo`
+# goes further and drops the division altogether (`scale="none"`,
+# {doc}`08_loss_variants`).
 #
 # ## The group size G
 #
@@ -347,7 +368,8 @@ except ValueError as err:
 
 # %% [markdown]
 # With two outputs, standardising forgets *how much* better one was: any two rewards
-# that differ by much more than $\varepsilon$ give the same pair of advantages.
+# that differ by much more than $\epsilon_{\mathrm{std}}$ give the same pair of
+# advantages.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -376,9 +398,12 @@ by_k = pd.DataFrame(rows).set_index("correct k")
 by_k
 
 # %%
-ax = bar_table(by_k, labels=[f"k={k}" for k in by_k.index], fmt="{:+.2f}",
-               title=f"Advantages in a group of {G8} with k correct (0/1 rewards)",
-               ylabel="advantage")
+fig, ax = plt.subplots(figsize=(7.5, 3.2), constrained_layout=True)
+bar_table(by_k, labels=[f"k={k}" for k in by_k.index], fmt="{:+.2f}",
+          title=f"Advantages in a group of {G8} with k correct (0/1 rewards)",
+          ylabel="advantage", ax=ax)
+for text in fig.findobj(matplotlib.text.Text):  # every label at least 9 pt
+    text.set_fontsize(max(text.get_fontsize(), 9))
 plt.show()
 
 # %% [markdown]
@@ -412,7 +437,7 @@ ax.set_xticks(group_sizes, [str(g) for g in group_sizes])
 ax.set_xlabel("group size G")
 ax.set_ylabel("fraction of groups that teach nothing")
 ax.set_title(f"Zero-variance groups, simulated ({n_groups} groups per point)")
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 ax.grid(alpha=0.3)
 plt.show()
 
@@ -441,7 +466,7 @@ print("advantages (one row per prompt):\n", batch_adv.view(-1, G))
 # The second prompt is easy (three of four right) and its one failure gets a large
 # negative advantage; the third prompt is hopeless and teaches nothing. Dividing by the
 # group's own std puts easy and hard prompts on one scale — which is exactly what
-# Dr. GRPO {cite}`liu2025drgrpo` questions (chapter 8).
+# Dr. GRPO {cite}`liu2025drgrpo` questions ({doc}`08_loss_variants`).
 #
 # ## Try it: edit the rewards
 #
@@ -459,14 +484,16 @@ advantage_table(rewards, labels=labels)
 # %% [markdown]
 # ## A live group from the book's base model
 #
-# The four outputs above were written by hand. Here is the same step on outputs *sampled*
-# from the book's base model (`data/models/tiny-qwen2-base`, pretrained in chapter 5):
-# a group of $G = 8$ completions for the same question, at temperature 1, scored by the
-# same reward function and turned into advantages by the same `group_advantages` call.
-# The numbers change with the random seed; the mechanics do not.
+# The four outputs above were written by hand. Here is the same step on outputs
+# *sampled* from the book's base model (`data/models/tiny-qwen2-base`, pretrained in
+# {doc}`05_tiny_base_model`): a group of $G = 8$ completions for the same question, at
+# temperature 1, scored by the same reward function and turned into advantages by the
+# same `group_advantages` call. The numbers change with the random seed; the mechanics
+# do not.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+import textwrap  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import transformers  # noqa: E402
@@ -483,20 +510,72 @@ G_live = 8
 rollout = generate(model, tokenizer, [chat_prompt("2 + 3 * 4")], num_generations=G_live,
                    max_new_tokens=96, temperature=1.0, seed=0)
 live_rewards = reward_fn(rollout.texts, answer=["14"] * G_live)
+live_parts = reward_fn.last_breakdown  # {name of each reward function: its scores}
 live_adv = group_advantages(live_rewards, G_live, std="sample")
-live = pd.DataFrame({"completion": rollout.texts, "reward": live_rewards,
-                     "advantage": live_adv.tolist()})
-with pd.option_context("display.max_colwidth", 90):
-    print(live.round(3).to_string())
+for i, (text, r, a) in enumerate(zip(rollout.texts, live_rewards, live_adv.tolist())):
+    lines = textwrap.wrap(text, 70) or [""]
+    print(f"o{i + 1}  reward {r:.1f}  advantage {a:+.3f}")
+    print("\n".join("    " + line for line in lines))
 print(f"group mean {np.mean(live_rewards):.3f}, sample std "
       f"{np.std(live_rewards, ddof=1):.3f}")
 
 # %% [markdown]
-# Completions that compute `3 * 4` first and keep the format get positive advantages;
-# the base model's planted left-to-right habit (`2 + 3 = 5`) and its format slips get
-# negative ones. If all eight happen to agree, every advantage is zero and this question
-# teaches nothing at this step — chapter 6 measures how often that happens, and chapter 7
-# runs thousands of these steps.
+# What this group shows, read from the rewards above:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from grpo_lib.display import say  # noqa: E402
+from grpo_lib.parsing import extract_answer  # noqa: E402
+
+answers_live = [extract_answer(t) for t in rollout.texts]
+right = [acc == 1.0 for acc in live_parts["accuracy_reward"]]
+formatted = [f == 1.0 for f in live_parts["format_reward"]]
+habit = [a == str(left_to_right) for a in answers_live]  # 20: left to right
+other = sorted({str(a) for a, ok, h in zip(answers_live, right, habit)
+                if not ok and not h})
+
+
+def advantage_of(flags):
+    """The advantages of the completions with a flag, as text (one value if equal)."""
+    values = sorted({round(a, 3) for a, f in zip(live_adv.tolist(), flags) if f})
+    return ", ".join(f"{v:+.3f}" for v in values)
+
+
+def verb(n, one, many):
+    """The verb that agrees with a count: verb(1, "answers", "answer")."""
+    return one if n == 1 else many
+
+
+n_right = sum(right)
+parts = [f"{n_right} of {G_live} completions {verb(n_right, 'answers', 'answer')} "
+         f"{gold}" + (f" (advantage {advantage_of(right)})" if any(right) else "")]
+if any(habit):
+    parts.append(f"{sum(habit)} {verb(sum(habit), 'answers', 'answer')} "
+                 f"{left_to_right}, the left-to-right habit the base model learned "
+                 f"from its corpus (advantage {advantage_of(habit)})")
+wrong_other = [not ok and not h for ok, h in zip(right, habit)]
+if any(wrong_other):
+    n_other = sum(wrong_other)
+    parts.append(f"{n_other} {verb(n_other, 'gives', 'give')} another wrong answer "
+                 f"({', '.join(other)}; advantage {advantage_of(wrong_other)})")
+if all(formatted):
+    fmt = ("Every completion keeps the `<think>`/`<answer>` format, so the format "
+           "reward adds the same 0.1 to all of them and the advantages come from "
+           "accuracy alone.")
+else:
+    n_broken = G_live - sum(formatted)
+    fmt = (f"{n_broken} {verb(n_broken, 'breaks', 'break')} the format and "
+           f"{verb(n_broken, 'loses', 'lose')} its 0.1 (advantage "
+           f"{advantage_of([not f for f in formatted])}).")
+if len(set(live_rewards)) == 1:
+    fmt += (" All rewards are equal: every advantage is 0 and this group teaches "
+            "nothing.")
+say("In this group, " + "; ".join(parts) + ". " + fmt)
+
+# %% [markdown]
+# If all eight completions had earned the same reward, every advantage would be zero
+# and this question would teach nothing at this step. {doc}`06_rollouts` measures how
+# often that happens, and {doc}`07_full_loop` repeats this step on thousands of groups.
 
 # %% [markdown]
 # ## What to remember
@@ -508,17 +587,18 @@ print(f"group mean {np.mean(live_rewards):.3f}, sample std "
 # - **Which std** matters for the step size, not for the direction: the sample std
 #   (TRL) gives advantages smaller by $\sqrt{(G-1)/G}$ than the population std
 #   (GRPO-Zero). Quoted numbers like the walkthrough's come from rounding.
-# - **Equal rewards teach nothing**; $\varepsilon$ keeps that case at exactly zero and
-#   damps differences far smaller than itself.
+# - **Equal rewards teach nothing**; $\epsilon_{\mathrm{std}}$ keeps that case at
+#   exactly zero and damps differences far smaller than itself.
 # - **G** trades compute for signal: $G = 2$ only says which of two is better; larger
 #   groups measure how rare a success is and leave fewer groups with nothing to learn.
 #
 # ## Exercises
 #
-# Each exercise has a function to complete and a checker from `grpo_lib.exercises` that
-# runs it on cases with known answers. Until you fill it in, the cell prints a reminder;
-# a wrong attempt raises an `AssertionError` that names the input, the expected value
-# and what your function returned. Solutions are in the appendix.
+# Each exercise has a function to complete and a checker from
+# `grpo_lib.exercises.ch01` that runs it on cases with known answers. Until you fill it
+# in, the cell prints a reminder; a wrong attempt raises an `AssertionError` that names
+# the input, the expected value and what your function returned. Solutions are in the
+# appendix, {doc}`../book/solutions/ch01`.
 #
 # **Exercise 1 — advantages by hand.** Write `my_group_advantages(rewards, std, eps)`
 # for a single group without using `group_advantages` (plain Python or NumPy). Then
@@ -526,7 +606,7 @@ print(f"group mean {np.mean(live_rewards):.3f}, sample std "
 # std and $G - 1$ with the sample std.
 
 # %%
-from grpo_lib.exercises import check_group_advantages  # noqa: E402
+from grpo_lib.exercises.ch01 import check_group_advantages  # noqa: E402
 
 
 def my_group_advantages(rewards, std="sample", eps=1e-4):
@@ -548,7 +628,7 @@ except NotImplementedError:
 # to drop groups.
 
 # %%
-from grpo_lib.exercises import check_informative_groups  # noqa: E402
+from grpo_lib.exercises.ch01 import check_informative_groups  # noqa: E402
 
 
 def informative_groups(rewards, group_size):
@@ -570,7 +650,7 @@ except NotImplementedError:
 # a question the model solves 5% of the time to be wasted less than half the time?
 
 # %%
-from grpo_lib.exercises import check_zero_variance_probability  # noqa: E402
+from grpo_lib.exercises.ch01 import check_zero_variance_probability  # noqa: E402
 
 
 def zero_variance_probability(p, G):
