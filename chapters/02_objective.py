@@ -12,29 +12,34 @@
 # ---
 
 # %% [markdown]
+# (ch02)=
 # # The objective: ratio, clip, KL, and no critic
 #
-# Chapter 1 turned a group of rewards into advantages: a number per completion that says
-# "better than the group" or "worse than the group". This chapter turns advantages into
-# a *direction for the weights*. It builds the GRPO objective of DeepSeekMath
-# {cite}`shao2024deepseekmath` (eq. 3) piece by piece, each piece a function of
-# `grpo_lib.objective`, then assembles it on a toy batch and checks it against the
-# trainer's loss.
+# {doc}`01_two_plus_three_times_four` turned a group of rewards into advantages: a
+# number per completion that says "better than the group" or "worse than the group".
+# This chapter turns advantages into a *direction for the weights*. It builds the GRPO
+# objective of DeepSeekMath {cite}`shao2024deepseekmath` (eq. 3) piece by piece, each
+# piece a function of `grpo_lib.objective`, then assembles it on a toy batch and checks
+# it against the trainer's loss.
 #
 # $$
-# \mathcal J_{GRPO}(\theta) = \mathbb E\Bigg[\frac1G\sum_{i=1}^G\frac1{|o_i|}
+# \mathcal J_{\mathrm{GRPO}}(\theta) = \mathbb E\Bigg[\frac1G\sum_{i=1}^G\frac1{|o_i|}
 # \sum_{t=1}^{|o_i|}\Big\{\min\big[\rho_{i,t}\hat A_{i,t},\;
 # \mathrm{clip}(\rho_{i,t}, 1-\varepsilon, 1+\varepsilon)\hat A_{i,t}\big]
-# - \beta\,\mathbb D_{KL}\big[\pi_\theta\|\pi_{ref}\big]\Big\}\Bigg],
+# - \beta\,\mathbb D_{\mathrm{KL}}\big[\pi_\theta\|\pi_{\mathrm{ref}}\big]\Big\}\Bigg],
 # \qquad
 # \rho_{i,t} = \frac{\pi_\theta(o_{i,t}\mid q, o_{i,<t})}
-#                   {\pi_{\theta_{old}}(o_{i,t}\mid q, o_{i,<t})}
+#                   {\pi_{\theta_{\mathrm{old}}}(o_{i,t}\mid q, o_{i,<t})}
 # $$
 #
-# Four ideas live in this line: the **probability ratio** $\rho$ (how much more or less
-# likely the current policy makes a sampled token than the policy that sampled it), the
-# **clip** and the **min** (PPO's trust region {cite}`schulman2017ppo`), the **KL
-# penalty** to a frozen reference model, and what is *missing*: PPO's value network.
+# The symbols are the book's throughout: $q$ is the prompt, $o_i$ the $i$-th of the
+# $G$ completions, $\hat A_{i,t}$ its advantage, $\varepsilon$ the clip range and
+# $\beta$ the weight of the penalty (the {ref}`notation` page lists them all, with their
+# names in the code). Four ideas live in this line: the **policy ratio** $\rho$ (how
+# much more or less likely the current policy makes a sampled token than the policy
+# that sampled it), the **clip** and the **min** (PPO's trust region
+# {cite}`schulman2017ppo`), the **KL penalty** to a frozen reference model, and what is
+# *missing*: PPO's value network.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -50,7 +55,7 @@ import pandas as pd
 import torch
 
 from grpo_lib.advantages import group_advantages
-from grpo_lib.display import show_source
+from grpo_lib.display import say, show_source
 from grpo_lib.objective import (clipped_surrogate, clipped_tokens, kl_estimate,
                                 probability_ratio)
 from grpo_lib.profiles import profile
@@ -60,17 +65,17 @@ pd.set_option("display.precision", 4)
 torch.set_printoptions(precision=4, sci_mode=False)
 
 # %% [markdown]
-# ## The probability ratio
+# ## The policy ratio
 #
-# GRPO samples a group with the current weights $\theta_{old}$, scores it, and then
-# takes one or more gradient steps on that same data (TRL's `num_iterations`, $\mu$ in
-# DeepSeekMath's Algorithm 1). After the first step the policy being trained is no
-# longer the one that sampled the data. The ratio $\rho_t$ reweights each token by how
-# much the policy has moved on it. It is computed from log-probabilities, which is how
-# every trainer stores them:
+# GRPO samples a group with the current weights $\theta_{\mathrm{old}}$, scores it, and
+# then takes one or more gradient steps on that same data (TRL's `num_iterations`,
+# $\mu$ in DeepSeekMath's Algorithm 1). After the first step the policy being trained
+# is no longer the one that sampled the data. The ratio $\rho_{i,t}$ reweights each
+# token by how much the policy has moved on it. `probability_ratio` computes it from
+# log-probabilities, which is how every trainer stores them:
 
 # %%
-show_source(probability_ratio)
+show_source(probability_ratio, docstring=False)
 
 # %% [markdown]
 # A hand-checkable case: the sampling policy gave a token probability 0.25, the updated
@@ -87,10 +92,10 @@ print("d ratio / d logp:", logp.grad)
 
 # %% [markdown]
 # The gradient of $\rho$ with respect to the log-probability is $\rho$ itself. In
-# particular, on the first step ($\theta = \theta_{old}$) every ratio is exactly 1 and
-# its gradient is $\nabla_\theta \log\pi_\theta$: the objective is then the plain
-# policy gradient $\hat A\,\nabla\log\pi_\theta$ of REINFORCE. Section 2.6 checks this
-# on a toy batch.
+# particular, on the first step ($\theta = \theta_{\mathrm{old}}$) every ratio is
+# exactly 1 and its gradient is $\nabla_\theta \log\pi_\theta$: the objective is then
+# the plain policy gradient $\hat A\,\nabla\log\pi_\theta$ of REINFORCE
+# {cite}`williams1992reinforce`. {ref}`ch02-toy-batch` checks this on a toy batch.
 #
 # ## Clip and min
 #
@@ -98,10 +103,14 @@ print("d ratio / d logp:", logp.grad)
 # as the policy raises that token's probability; a few large steps on one batch can
 # wreck the policy. PPO's fix is to clip the ratio to $[1-\varepsilon, 1+\varepsilon]$
 # *and* take the minimum with the unclipped term, so the objective is a pessimistic
-# bound: gains beyond the trust region are not counted, losses always are.
+# bound: gains beyond the trust region are not counted, losses always are. The heart of
+# `clipped_surrogate` is four lines (its arguments are the ratios `[B, T]`, one
+# advantage per completion `[B]`, and the clip range; `epsilon_high` is the next
+# section's):
 
 # %%
-show_source(clipped_surrogate)
+show_source(clipped_surrogate, start="adv = _broadcast_advantages",
+            end="return torch.minimum")
 
 # %% [markdown]
 # The table below evaluates the surrogate on a grid of ratios for $\hat A = +1$ and
@@ -114,11 +123,11 @@ show_source(clipped_surrogate)
 ratios = torch.tensor([0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.5])
 rows = {}
 for adv in (1.0, -1.0):
-    r = ratios.clone().view(1, -1).requires_grad_(True)
-    surrogate = clipped_surrogate(r, torch.tensor([adv]), epsilon=0.2)
+    rho = ratios.clone().view(1, -1).requires_grad_(True)
+    surrogate = clipped_surrogate(rho, torch.tensor([adv]), epsilon=0.2)
     surrogate.sum().backward()
-    rows[f"L (A={adv:+.0f})"] = surrogate.detach().flatten().tolist()
-    rows[f"dL/drho (A={adv:+.0f})"] = r.grad.flatten().tolist()
+    rows[f"surrogate (A={adv:+.0f})"] = surrogate.detach().flatten().tolist()
+    rows[f"d/d rho (A={adv:+.0f})"] = rho.grad.flatten().tolist()
 table = pd.DataFrame(rows, index=[f"{x:.1f}" for x in ratios.tolist()])
 table.index.name = "rho"
 print(table.T.to_string(float_format=lambda v: f"{v:+.2f}"))
@@ -127,9 +136,10 @@ print(table.T.to_string(float_format=lambda v: f"{v:+.2f}"))
 # Read it column by column:
 #
 # * **$\hat A > 0$** (a good completion): the surrogate is $\rho\hat A$ until
-#   $\rho = 1+\varepsilon$, then flat. Once the policy has raised the token's probability
-#   by 20 %, the gradient is 0: no further push *up*. Below 1 nothing is clipped: if an
-#   update accidentally made a good token less likely, the full gradient pulls it back.
+#   $\rho = 1+\varepsilon$, then flat. Once the policy has raised the token's
+#   probability by 20 %, the gradient is 0: no further push *up*. Below 1 nothing is
+#   clipped: if an update accidentally made a good token less likely, the full gradient
+#   pulls it back.
 # * **$\hat A < 0$** (a bad completion): the mirror image. The surrogate is flat below
 #   $1-\varepsilon$: once the token's probability has dropped by 20 %, stop pushing it
 #   down. Above 1 (the policy made a bad token *more* likely) the unclipped, more
@@ -139,7 +149,7 @@ print(table.T.to_string(float_format=lambda v: f"{v:+.2f}"))
 
 # %%
 grid = torch.linspace(0.3, 1.7, 281)
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
+fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.3), sharex=True, sharey=True)
 for ax, adv in zip(axes, (1.0, -1.0)):
     a = torch.tensor([adv])
     ax.plot(grid, (grid * adv), "--", color="grey", label=r"$\rho A$ (unclipped)")
@@ -152,7 +162,7 @@ for ax, adv in zip(axes, (1.0, -1.0)):
     ax.axvline(1.0, color="black", lw=0.6)
     ax.set(title=f"A = {adv:+.0f}", xlabel=r"ratio $\rho$", ylim=(-1.8, 1.8))
 axes[0].set_ylabel("surrogate (to maximise)")
-axes[0].legend(loc="upper left", fontsize=8)
+axes[0].legend(loc="upper left", fontsize=9)
 plt.tight_layout()
 plt.show()
 
@@ -175,9 +185,9 @@ surrogate_explorer(epsilon=0.2, advantage=1.0, epsilon_high=0.28)
 # DAPO {cite}`yu2025dapo` observed that the symmetric clip limits how fast an *unlikely*
 # good token can grow (their example: a token at probability 0.01 may only reach 0.012
 # in one round, while one at 0.9 is barely constrained). It decouples the two ranges,
-# $\varepsilon_{low} = 0.2$ and $\varepsilon_{high} = 0.28$ (TRL: `epsilon`,
-# `epsilon_high`). `clipped_tokens` reports which tokens each side switched off; the
-# trainer logs their fractions as `clip_frac_low` and `clip_frac_high`.
+# $\varepsilon_{\mathrm{low}} = 0.2$ and $\varepsilon_{\mathrm{high}} = 0.28$ (TRL:
+# `epsilon`, `epsilon_high`). `clipped_tokens` reports which tokens each side switched
+# off; the trainer logs their fractions as `clip_frac_low` and `clip_frac_high`.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -189,44 +199,50 @@ for eps_high in (0.2, 0.28):
               f"{low.int().tolist()[0]}  high: {high.int().tolist()[0]}")
 
 # %% [markdown]
-# With $\varepsilon_{high} = 0.28$ the token at ratio 1.25 and positive advantage keeps
-# its gradient; the lower side is unchanged.
+# With $\varepsilon_{\mathrm{high}} = 0.28$ the token at ratio 1.25 and positive
+# advantage keeps its gradient; the lower side is unchanged.
 #
 # ## The KL penalty and three ways to estimate it
 #
 # The clip bounds one *round* of updates; nothing stops the policy from drifting far
 # from where it started over hundreds of rounds, forgetting how to write English while
-# it learns to score. GRPO adds a penalty $\beta\,\mathbb D_{KL}[\pi_\theta\|\pi_{ref}]$
-# to a frozen copy of the initial model. It is the *reverse* KL, an expectation under
-# the policy:
+# it learns to score. GRPO adds a penalty
+# $\beta\,\mathbb D_{\mathrm{KL}}[\pi_\theta\|\pi_{\mathrm{ref}}]$ to a frozen copy
+# of the initial model. It is the *reverse* KL, an expectation under the policy:
 #
 # $$
-# \mathbb D_{KL}[\pi_\theta\|\pi_{ref}] = \mathbb E_{x\sim\pi_\theta}
-# \Big[\log\frac{\pi_\theta(x)}{\pi_{ref}(x)}\Big].
+# \mathbb D_{\mathrm{KL}}[\pi_\theta\|\pi_{\mathrm{ref}}] = \mathbb E_{x\sim\pi_\theta}
+# \big[\delta(x)\big], \qquad
+# \delta(x) = \log\pi_\theta(x) - \log\pi_{\mathrm{ref}}(x).
 # $$
 #
-# An LLM cannot sum over all sequences, so the KL is estimated from the tokens that were
-# sampled anyway, from $\pi_\theta$. With $r = \pi_{ref}(x)/\pi_\theta(x)$, John
-# Schulman's note {cite}`schulman2020kl` lists three estimators:
+# $\delta$ is the **reference log-ratio**; the reference ratio itself is
+# $\pi_{\mathrm{ref}}(x)/\pi_\theta(x) = e^{-\delta(x)}$. An LLM cannot sum over all
+# sequences, so the KL is estimated from the tokens that were sampled anyway, from
+# $\pi_\theta$. John Schulman's note {cite}`schulman2020kl` lists three estimators of it
+# from one sample:
 #
 # | | estimator | unbiased? | never negative? |
 # |---|---|---|---|
-# | $k_1$ | $-\log r$ | yes | no |
-# | $k_2$ | $\tfrac12(\log r)^2$ | no | yes |
-# | $k_3$ | $(r - 1) - \log r$ | yes ($\mathbb E_{\pi_\theta}[r] = 1$) | yes ($\log r \le r - 1$) |
+# | $k_1$ | $\delta$ | yes | no |
+# | $k_2$ | $\tfrac12\delta^2$ | no | yes |
+# | $k_3$ | $e^{-\delta} - 1 + \delta$ | yes, as $\mathbb E[e^{-\delta}] = 1$ | yes, as $e^{-\delta} \ge 1 - \delta$ |
 #
-# DeepSeekMath uses $k_3$ (its eq. 4: $\frac{\pi_{ref}}{\pi_\theta} -
-# \log\frac{\pi_{ref}}{\pi_\theta} - 1$), and so does TRL's `GRPOTrainer`; the tests
-# check `kl_estimate` against the expression in TRL's source.
+# DeepSeekMath uses $k_3$ (its eq. 4 writes it
+# $\frac{\pi_{\mathrm{ref}}}{\pi_\theta} - \log\frac{\pi_{\mathrm{ref}}}{\pi_\theta}
+# - 1$, the same expression), and so does TRL's `GRPOTrainer`; the tests check
+# `kl_estimate` against the expression in TRL's source. Its body, with `delta` for
+# $\delta$:
 
 # %%
-show_source(kl_estimate)
+show_source(kl_estimate, start="delta = logp - ref_logp",
+            end="return torch.exp(-delta)")
 
 # %% [markdown]
 # By hand: the policy gives a sampled token probability 0.5, the reference 0.25, so
-# $r = 0.5$ and $\log r = -\log 2$: $k_1 = \log 2$, $k_2 = (\log 2)^2/2$,
-# $k_3 = -0.5 + \log 2$. Swap the two models and $k_1$ turns negative while $k_3$ stays
-# positive:
+# $\delta = \log 2$ and $e^{-\delta} = 0.5$: $k_1 = \log 2$, $k_2 = (\log 2)^2/2$,
+# $k_3 = 0.5 - 1 + \log 2 = \log 2 - 0.5$. Swap the two models ($\delta = -\log 2$)
+# and $k_1$ turns negative while $k_3 = 1 - \log 2$ stays positive:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -282,17 +298,43 @@ kl_table.pivot(index=["spread", "true_kl"], columns="estimator",
 #
 # * $k_1$ and $k_3$ average to the true KL (their `rel_bias` is sampling noise, and it
 #   shrinks as the sample count grows); $k_2$ is biased, and its bias grows with the
-#   distance between the two models (it agrees with KL only to second order in
-#   $\log r$).
-# * $k_1$'s spread is the largest by far when the models are close: most single
+#   distance between the two models (it agrees with the KL only to second order in
+#   $\delta$).
+# * $k_1$'s spread is the largest by far when the models are close, and many single
 #   samples are negative even though the KL is positive. $k_3$ has a small spread and
 #   is never negative, which is why a per-token penalty uses it.
-# * Far apart, $k_3$'s advantage shrinks: $r - 1$ can be large for a token that the
-#   reference likes much more than the policy, so its spread grows; compare $k_1$ and
-#   $k_3$'s `rel_std` in the last rows.
+# * Far apart, $k_3$'s advantage shrinks: $e^{-\delta} - 1$ can be large for a token
+#   that the reference likes much more than the policy, so its spread grows.
+#
+# The same points, read from the table:
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+def kl_row(spread, kind):
+    """One row of kl_table: an estimator at one distance."""
+    return kl_table.query("spread == @spread and estimator == @kind").iloc[0]
+
+
+near, far = spreads[0], spreads[-1]
+k3_wider = kl_row(far, "k3").rel_std > kl_row(far, "k1").rel_std
+k3_negative = kl_row(near, "k3").frac_negative
+k3_negative = "none" if k3_negative == 0 else f"{k3_negative:.0%}"
+say(f"At the closest pair (spread {near}), "
+    f"{kl_row(near, 'k1').frac_negative:.0%} of $k_1$'s one-sample estimates are "
+    f"negative and its spread is "
+    f"{kl_row(near, 'k1').rel_std / kl_row(near, 'k3').rel_std:.0f} times $k_3$'s; "
+    f"{k3_negative} of $k_3$'s are. "
+    f"At the farthest (spread {far}), $k_2$'s bias is "
+    f"{kl_row(far, 'k2').rel_bias:+.0%} of the KL, and $k_3$'s spread, "
+    f"{kl_row(far, 'k3').rel_std:.2f} times the KL, is "
+    f"{'larger' if k3_wider else 'not larger'} than $k_1$'s "
+    f"({kl_row(far, 'k1').rel_std:.2f}).")
+
+# %% [markdown]
+# The one-sample estimates at one distance (top) and the spread and bias at all five
+# (bottom, both relative to the KL):
+
+# %%
+fig, axes = plt.subplots(2, 1, figsize=(7, 7), constrained_layout=True)
 spread = 0.3
 k1_values = samples_at[(spread, "k1")]
 lo, hi = k1_values.quantile(0.01).item(), k1_values.quantile(0.99).item()
@@ -303,7 +345,7 @@ true_kl = kl_table.query("spread == @spread").true_kl.iloc[0]
 axes[0].axvline(true_kl, color="black", lw=1, label=f"true KL = {true_kl:.4f}")
 axes[0].set(title=f"one-sample estimates, spread = {spread} (1-99% range of k1)",
             xlabel="estimate", ylabel="density")
-axes[0].legend(fontsize=8)
+axes[0].legend(fontsize=9)
 for kind, color in (("k1", "tab:blue"), ("k2", "tab:orange"), ("k3", "tab:green")):
     sub = kl_table[kl_table.estimator == kind]
     axes[1].plot(sub.true_kl, sub.rel_std, "o-", color=color, label=f"{kind}: std/KL")
@@ -311,11 +353,11 @@ for kind, color in (("k1", "tab:blue"), ("k2", "tab:orange"), ("k3", "tab:green"
                  label=f"{kind}: |bias|/KL")
 axes[1].set(xscale="log", yscale="log", xlabel="true KL(policy || reference)",
             title="relative spread and bias")
-axes[1].legend(fontsize=7, ncol=2)
-plt.tight_layout()
+axes[1].legend(fontsize=9, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2))
 plt.show()
 
 # %% [markdown]
+# (ch02-kl-gradient)=
 # ## The gradient of the penalty is another matter
 #
 # The table above is about the *value* of the estimators. A trainer does something
@@ -329,20 +371,20 @@ plt.show()
 #
 # which is *not* $\nabla_\theta\,\mathbb E_{x\sim\pi_\theta}[k(x)]$: it misses the
 # term that comes from the samples' own distribution depending on $\theta$. Working it
-# out with $\nabla\log r = -\nabla\log\pi_\theta$:
+# out with $\nabla\delta = \nabla\log\pi_\theta$ (the reference is frozen):
 #
 # * $k_1$: $\nabla k_1 = \nabla\log\pi_\theta$, and $\mathbb E_{\pi_\theta}[\nabla\log
 #   \pi_\theta] = \sum_x\nabla\pi_\theta(x) = 0$. **No signal in expectation**, only
 #   noise.
-# * $k_2$: $\nabla k_2 = -\log r\,\nabla\log\pi_\theta$, whose expectation
-#   $\mathbb E_{\pi_\theta}[\log\frac{\pi_\theta}{\pi_{ref}}\nabla\log\pi_\theta]$ is
-#   exactly $\nabla_\theta\,\mathbb D_{KL}[\pi_\theta\|\pi_{ref}]$: **the reverse-KL
-#   gradient**, from the biased estimator.
-# * $k_3$: $\nabla k_3 = (1 - r)\nabla\log\pi_\theta$, so
-#   $g_{k_3} = \sum_x(\pi_\theta(x) - \pi_{ref}(x))\nabla\log\pi_\theta(x)
-#   = -\mathbb E_{\pi_{ref}}[\nabla\log\pi_\theta] =
-#   \nabla_\theta\,\mathbb D_{KL}[\pi_{ref}\|\pi_\theta]$: **the gradient of the
-#   forward KL**, not of the reverse KL that $k_3$ estimates.
+# * $k_2$: $\nabla k_2 = \delta\,\nabla\log\pi_\theta$, whose expectation
+#   $\mathbb E_{\pi_\theta}[\delta\,\nabla\log\pi_\theta]$ is exactly
+#   $\nabla_\theta\,\mathbb D_{\mathrm{KL}}[\pi_\theta\|\pi_{\mathrm{ref}}]$: **the
+#   reverse-KL gradient**, from the biased estimator.
+# * $k_3$: $\nabla k_3 = (1 - e^{-\delta})\nabla\log\pi_\theta$, so
+#   $g_{k_3} = \sum_x(\pi_\theta(x) - \pi_{\mathrm{ref}}(x))\nabla\log\pi_\theta(x)
+#   = -\mathbb E_{\pi_{\mathrm{ref}}}[\nabla\log\pi_\theta] =
+#   \nabla_\theta\,\mathbb D_{\mathrm{KL}}[\pi_{\mathrm{ref}}\|\pi_\theta]$: **the
+#   gradient of the forward KL**, not of the reverse KL that $k_3$ estimates.
 #
 # The check, with autograd, on a 6-way categorical distribution where every expectation
 # is an exact sum (probabilities detached = "the samples are fixed"):
@@ -376,7 +418,7 @@ def kl_gradients(spread: float, vocab: int = 6, seed: int = 0) -> dict:
 
 
 def gap(d: float) -> str:
-    """A difference, with float64 round-off (its last digit varies by machine) as < 1e-12."""
+    """A difference; float64 round-off (its last digit varies by machine) as < 1e-12."""
     return "< 1e-12" if d < 1e-12 else f"{d:.1e}"
 
 
@@ -391,14 +433,15 @@ for name in ("k1 loss", "k2 loss", "k3 loss", "rho * k3 loss"):
 # Zeros (to rounding) where the algebra says so: the $k_1$ loss has no expected
 # gradient, the $k_2$ loss follows the reverse KL, the $k_3$ loss follows the forward
 # KL. The last row is TRL 1.16's default (`use_bias_correction_kl=True`, which its
-# documentation attributes to the DeepSeek-V3.2 paper): multiply $k_3$ by the ratio
-# $\rho$, whose value is 1 on-policy but whose gradient is $\nabla\log\pi_\theta$. Then
-# $\nabla(\rho k_3) = (1 - r + k_3)\nabla\log\pi_\theta = -\log r\,\nabla\log\pi_\theta$,
-# the reverse-KL gradient.
+# documentation attributes to the DeepSeek-V3.2 paper): multiply $k_3$ by the policy
+# ratio $\rho$, whose value is 1 on-policy but whose gradient is
+# $\nabla\log\pi_\theta$. Then
+# $\nabla(\rho k_3) = (1 - e^{-\delta} + k_3)\nabla\log\pi_\theta
+# = \delta\,\nabla\log\pi_\theta$, the reverse-KL gradient.
 #
 # How much does it matter? Both KLs have the same second-order expansion around
-# $\pi_\theta = \pi_{ref}$ (the Fisher information), so near the reference their
-# gradients agree to first order and the difference grows with the distance:
+# $\pi_\theta = \pi_{\mathrm{ref}}$ (the Fisher information), so near the reference
+# their gradients agree to first order and the difference grows with the distance:
 
 # %%
 rel_diff = []
@@ -407,11 +450,11 @@ for s in spread_grid:
     gr = kl_gradients(s)
     rel_diff.append(((gr["k3 loss"] - gr["reverse KL(pi||ref)"]).norm()
                      / gr["reverse KL(pi||ref)"].norm()).item())
-plt.figure(figsize=(5, 3.2))
+plt.figure(figsize=(5.5, 3.4))
 plt.loglog(spread_grid, rel_diff, "o-")
 plt.xlabel("distance of the reference (spread of its logit noise)")
-plt.ylabel("|g_k3 - grad reverse KL| / |grad reverse KL|")
-plt.title("k3 as a loss: forward-KL gradient")
+plt.ylabel("relative difference")
+plt.title("k3 loss gradient vs reverse-KL gradient")
 plt.tight_layout()
 plt.show()
 print("relative difference:", ", ".join(f"{s}: {d:.3f}" for s, d in
@@ -431,7 +474,8 @@ print("relative difference:", ", ".join(f"{s}: {d:.3f}" for s, d in
 # "typically another model of comparable size as the policy model", a substantial
 # memory and compute burden, and that in the LLM setting only the last token gets a
 # reward, so a per-token value is hard to train. GRPO replaces $V_\psi$ by the group
-# mean of chapter 1. What that saves, in memory, for training with AdamW:
+# mean of {doc}`01_two_plus_three_times_four`. What that saves, in memory, for
+# training with AdamW:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -490,13 +534,14 @@ for precision, b in BYTES.items():
 # reasoning RL, and TRL's default `beta` is 0. The price of the group baseline is
 # compute: $G$ completions per prompt instead of one.
 #
+# (ch02-toy-batch)=
 # ## The whole objective on a toy batch
 #
 # Two prompts, $G = 4$ completions each, completions of different lengths padded to
 # $T = 5$ tokens. A tiny stand-in "policy" is a table of logits per position; its
 # log-probabilities of the sampled tokens play the role of `sequence_logprobs`'s output
-# (chapter 4 computes them from a real model). The rewards of the first group are
-# chapter 1's.
+# ({doc}`04_causal_lm_shift` computes them from a real model). The rewards of the first
+# group are those of {doc}`01_two_plus_three_times_four`.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -552,8 +597,8 @@ print(f"J = {J.item():+.6f}: surrogate part {surrogate_part:+.6f}, "
 # average of $\rho\hat A_i$ is $\hat A_i$, and a group's advantages sum to zero. The
 # gradient is not zero. On the first iteration it equals the
 # gradient of the REINFORCE form $\frac1G\sum_i\frac{1}{|o_i|}\sum_t \hat A_i \log
-# \pi_\theta(o_{i,t}) - \beta k_3$ — the "loss is (almost) zero but the model learns"
-# puzzle of chapter 9:
+# \pi_\theta(o_{i,t}) - \beta k_3$, the "loss is (almost) zero but the model learns"
+# puzzle that {doc}`09_failure_modes` returns to:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -566,7 +611,8 @@ print(f"|grad J| = {grad_J.norm():.4f}, max |grad J - grad REINFORCE form| = "
       f"{'< 1e-7 (float32 round-off)' if d < 1e-7 else f'{d:.1e}'}")
 
 # %% [markdown]
-# The trainer's loss (`grpo_lib.losses.policy_loss`, chapter 7) is built from the same
+# The trainer's loss (`grpo_lib.losses.policy_loss`, {doc}`07_full_loop`) is built
+# from the same
 # pieces; with `loss_type="grpo"` and TRL's ratio-weighted KL switched off it is $-J$:
 
 # %%
@@ -605,7 +651,7 @@ for step in range(40):
                             ratio_neg_min=ratio[neg].min().item(),
                             clip_frac=(low | high)[real].float().mean().item()))
 hist = pd.DataFrame(history).set_index("step")
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
+fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.2))
 for side, color in (("pos", "tab:green"), ("neg", "tab:red")):
     extreme = "max" if side == "pos" else "min"
     axes[0].plot(hist.index, hist[f"ratio_{side}"], color=color,
@@ -613,10 +659,11 @@ for side, color in (("pos", "tab:green"), ("neg", "tab:red")):
     axes[0].plot(hist.index, hist[f"ratio_{side}_{extreme}"], ":", color=color,
                  label=extreme)
 axes[0].set(title="ratio of the batch's tokens", xlabel="update")
-axes[0].legend(fontsize=7)
+axes[0].legend(fontsize=9)
 for y in (1 - epsilon, 1 + epsilon):
     axes[0].axhline(y, color="grey", lw=0.8, ls="--")
-hist["clip_frac"].plot(ax=axes[1], title="fraction of tokens clipped", xlabel="update")
+hist["clip_frac"].plot(ax=axes[1], title="fraction of tokens clipped",
+                       xlabel="update")
 plt.tight_layout()
 plt.show()
 print(hist.iloc[[0, 4, 9, 19, 39]].round(3).to_string())
@@ -631,16 +678,17 @@ print(hist.iloc[[0, 4, 9, 19, 39]].round(3).to_string())
 #
 # ## Exercises
 #
-# Each exercise has a stub to fill in and a checker from `grpo_lib.exercises` that says
-# what is wrong. As committed, the stubs raise `NotImplementedError` and the cell prints
-# a hint; solutions are in the appendix (`book/solutions/ch02.md`).
+# Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch02` that
+# says what is wrong. Until you fill in a stub, its cell prints a hint; solutions are in
+# the appendix, {doc}`../book/solutions/ch02`.
 #
 # **2.1 — The clipped surrogate.** Write `my_clipped_surrogate(ratio, advantages,
 # epsilon)` for `ratio` of shape `[B, T]` and `advantages` of shape `[B]`, without
 # calling `grpo_lib`.
 
 # %%
-from grpo_lib.exercises import check_clipped_surrogate, check_grpo_objective, check_k3
+from grpo_lib.exercises.ch02 import (check_clipped_surrogate, check_grpo_objective,
+                                     check_k3)
 
 
 def my_clipped_surrogate(ratio, advantages, epsilon):
@@ -651,12 +699,14 @@ def my_clipped_surrogate(ratio, advantages, epsilon):
 try:
     check_clipped_surrogate(my_clipped_surrogate)
 except NotImplementedError:
-    print("Not implemented yet: broadcast advantages with [:, None], clamp the ratio, "
-          "take the elementwise min.")
+    print("Not implemented yet: the surrogate table above shows which of the two terms "
+          "the min keeps on each side of 1; mind the shapes [B, T] and [B].")
 
 # %% [markdown]
-# **2.2 — The k3 estimator.** Write `my_k3(logp, ref_logp)`: per-token $k_3$ with
-# $r = \pi_{ref}/\pi_\theta$. Then, in words: why can $k_3$ never be negative?
+# **2.2 — The k3 estimator.** Write `my_k3(logp, ref_logp)`: the per-token $k_3$
+# estimate of $\mathbb D_{\mathrm{KL}}[\pi_\theta\|\pi_{\mathrm{ref}}]$ from the
+# log-probabilities of the sampled tokens under the policy (`logp`) and the reference
+# (`ref_logp`), both `[B, T]`. Then, in words: why can $k_3$ never be negative?
 
 # %%
 def my_k3(logp, ref_logp):
@@ -667,14 +717,15 @@ def my_k3(logp, ref_logp):
 try:
     check_k3(my_k3)
 except NotImplementedError:
-    print("Not implemented yet: log_r = ref_logp - logp; k3 = exp(log_r) - 1 - log_r.")
+    print("Not implemented yet: start from the reference log-ratio delta of the KL "
+          "section, computed from the two inputs.")
 
 # %% [markdown]
 # **2.3 — The objective.** Write `my_grpo_objective(logp, old_logp, ref_logp,
-# advantages, mask, epsilon, beta)` returning DeepSeekMath's $J$ (eq. 3) for one batch,
-# a scalar to maximise: per-token clipped surrogate minus $\beta k_3$, averaged over each
-# completion's real tokens, then over completions. You may use your functions from 2.1
-# and 2.2.
+# advantages, mask, epsilon, beta)` returning DeepSeekMath's $\mathcal J$ (eq. 3) for
+# one batch, a scalar to maximise: per-token clipped surrogate minus $\beta k_3$,
+# averaged over each completion's real tokens, then over completions. You may use your
+# functions from 2.1 and 2.2.
 
 # %%
 def my_grpo_objective(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
@@ -685,12 +736,13 @@ def my_grpo_objective(logp, old_logp, ref_logp, advantages, mask, epsilon, beta)
 try:
     check_grpo_objective(my_grpo_objective)
 except NotImplementedError:
-    print("Not implemented yet: ratio = exp(logp - old_logp); combine 2.1 and 2.2; "
-          "mask, sum over tokens / length, mean over the batch.")
+    print("Not implemented yet: follow the formula at the top of the chapter from the "
+          "inside out: per token, then per completion, then over the batch.")
 
 # %% [markdown]
 # **2.4 — Think.** (a) In the memory table, what does a 7B PPO run with a learned reward
 # model cost in bf16 mixed precision if the value model is initialised from the 7B
-# reward model, and how much of that is optimizer state? (b) Using section 2.4: if you
+# reward model, and how much of that is optimizer state? (b) Using
+# {ref}`ch02-kl-gradient`: if you
 # train with $\beta > 0$ and the $k_3$ penalty *without* the ratio weighting, towards
 # which KL does the penalty actually push, and when does the difference matter?
