@@ -12,10 +12,12 @@
 # ---
 
 # %% [markdown]
+# (ch03)=
 # # Rule-based rewards
 #
-# GRPO needs one number per completion: the reward. Chapter 1 took the rewards of the
-# four outputs o1..o4 as given; this chapter writes the functions that compute them.
+# GRPO needs one number per completion: the reward. {doc}`01_two_plus_three_times_four`
+# took the rewards of the four outputs o1..o4 as given; this chapter writes the
+# functions that compute them.
 #
 # DeepSeek-R1-Zero was trained without a learned reward model {cite}`deepseekai2025r1`.
 # Its rewards are *rules*: an **accuracy reward** (is the final answer right?) and a
@@ -69,14 +71,14 @@ pd.set_option("display.width", 120)
 # %% [markdown]
 # ## The four outputs again
 #
-# The running example of the book (seed 001): the question is *What is 2 + 3 \* 4?* and
-# the policy samples a group of four outputs.
+# The running example of {doc}`01_two_plus_three_times_four`: the question is *What is
+# 2 + 3 \* 4?* and the policy samples a group of four outputs.
 
 # %%
 o1 = "<think> 2 + 3 = 5, 5 * 4 = 20 </think> <answer> 20 </answer>"
 o2 = "<think> 3 * 4 = 12, 2 + 12 = 14 </think> <answer> 14 </answer>"
 o3 = "<answer> 14 </answer>"
-o4 = "<think> ...some gibberish reasoning... </think> <answer> 7 </answer>"
+o4 = "<think> two, three, four... add, or not, maybe 7 </think> <answer> 7 </answer>"
 outputs = [o1, o2, o3, o4]
 gold = ["14"] * 4  # the `answer` column, repeated for each of the G = 4 completions
 names = ["o1", "o2", "o3", "o4"]
@@ -93,19 +95,19 @@ names = ["o1", "o2", "o3", "o4"]
 #   $r = \mathbb 1\big[y = \texttt{<think>}\,T\,\texttt{</think>}\,\texttt{<answer>}\,A
 #   \,\texttt{</answer>}\big]$;
 # * **soft** (`soft_format_reward`) — a think block and, after it, an answer block
-#   appear somewhere (the lenient check of seed 001's GSM8K recipe).
+#   appear somewhere, with any text around them.
 #
-# Both are built on `parsing.is_well_formatted`, which uses `str.find` and `str.count`
-# only: no regular expression, so no catastrophic backtracking on hostile input.
+# Both are built on `parsing.is_well_formatted` (`format_reward`, shown in
+# {doc}`01_two_plus_three_times_four`, calls it with `strict=True`). It uses `str.find`
+# and `str.count` only: no regular expression, so no catastrophic backtracking on
+# hostile input. Its strict branch:
 
 # %%
-show_source(parsing.is_well_formatted)
-
-# %%
-show_source(R.format_reward)
+show_source(parsing.is_well_formatted, start="body = text.strip()",
+            end="return bool(reasoning")
 
 # %% [markdown]
-# A table of completions, from the seed's outputs to ones written to slip through a
+# A table of completions, from the four outputs to ones written to slip through a
 # careless pattern. Open-R1's format reward {cite}`openr1` is the regular expression
 # `^<think>.*?</think>\s*<answer>.*?</answer>$` (with `re.DOTALL`); it is included as a
 # column for comparison.
@@ -138,7 +140,7 @@ pd.DataFrame({
 }, index=list(format_cases))
 
 # %% [markdown]
-# What to notice: the regex and the strict reward agree on the seed's outputs, but the
+# What to notice: the regex and the strict reward agree on the four outputs, but the
 # regex pays for *empty* blocks and for *injected* or *nested* tags, because `.*?` may
 # run across a closing tag. The strict reward refuses all three: a completion that
 # earns the format reward must contain one reasoning and one answer.
@@ -155,16 +157,19 @@ pd.DataFrame({
 # * `answers_equal(pred, gold)` — exact rational equality for plain numbers
 #   (`14 == 14.0 == " 14 " == "28/2"`), Unicode digits read as digits, `math_verify` for
 #   single LaTeX values (`\frac{1}{2}` equals `0.5`), and a refusal to *evaluate*
-#   expressions when the gold is a number (section 3.10 shows why).
+#   expressions when the gold is a number ({ref}`ch03-reward-hacking` shows why).
+#
+# `accuracy_reward` (shown in {doc}`01_two_plus_three_times_four`) is these two calls
+# per completion. The extraction:
 
 # %%
-show_source(parsing.extract_answer)
+show_source(parsing.extract_answer, docstring=False)
+
+# %% [markdown]
+# The comparison, in the order of its checks (its docstring lists them with examples):
 
 # %%
-show_source(parsing.answers_equal)
-
-# %%
-show_source(R.accuracy_reward)
+show_source(parsing.answers_equal, docstring=False)
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -177,54 +182,75 @@ pd.DataFrame({"answer block": answer_cases,
 # %% [markdown]
 # Unicode digits: `'１４'` (full width) and `'١٤'` (Arabic-Indic) are the number 14
 # written in other digit sets, so they count as correct (`parsing.normalize_digits`
-# maps every Unicode decimal digit to ASCII). Strict and lenient extraction differ on
-# free text:
+# maps every Unicode decimal digit to ASCII).
+#
+# (ch03-lenient-parsing)=
+# ### Strict and lenient extraction
+#
+# Strict extraction reads only the `<answer>` block; lenient extraction
+# (`strict=False`) takes the last number anywhere in the text, which is how graders of
+# free-text benchmarks such as GSM8K read an answer. They differ on free text, and the
+# lenient one can be gamed: a completion that hedges, or simply ends on the right
+# number, is graded correct.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 free_text = ["2 + 3 * 4 = 14", "<answer> 14 </answer> or maybe 20",
-             "3 * 4 = 12, 2 + 12 = 14. The answer is 14.", o3]
+             "3 * 4 = 12, 2 + 12 = 14. The answer is 14.", o3,
+             "<think> 20? </think> <answer> 20 </answer> or 14"]
+free_gold = ["14"] * len(free_text)
 lenient = [parsing.extract_answer(t, strict=False) for t in free_text]
 pd.DataFrame({
     "strict extract": [str(parsing.extract_answer(t)) for t in free_text],
     "lenient extract": [str(x) for x in lenient],
-    "strict reward": R.accuracy_reward(free_text, answer=gold),
-    "lenient reward": R.accuracy_reward(free_text, answer=gold, strict=False),
+    "strict reward": R.accuracy_reward(free_text, answer=free_gold),
+    "lenient reward": R.accuracy_reward(free_text, answer=free_gold, strict=False),
 }, index=free_text)
 
 # %% [markdown]
-# ### The seed's rewards, computed
+# The last row is the hack: its answer block says 20, the wrong answer, and a trailing
+# "or 14" makes the lenient reader grade it correct. Under lenient parsing a policy
+# learns to end every completion on its best guess, whatever the `<answer>` block says;
+# the strict reward gives it nothing. The evaluation harness reports both, and the
+# book trains with the strict one.
 #
-# R1-Zero's reward in the seed's worked example is accuracy plus a tenth of the format
-# reward. `combine_rewards(funcs, weights)` builds $r = \sum_k w_k r_k$ as a new reward
-# function that remembers each part (the trainer logs them separately).
+# ### The worked example's rewards, computed
+#
+# The reward of the worked example in {doc}`01_two_plus_three_times_four` is accuracy
+# plus a tenth of the format reward. `combine_rewards(funcs, weights)` builds
+# $r = \sum_k w_k r_k$ as a new reward function that remembers each part (the trainer
+# logs them separately); calling it runs every function and sums:
 
 # %%
-show_source(R.CombinedReward)
+show_source(R.CombinedReward.__call__)
 
 # %%
 # NBVAL_CHECK_OUTPUT
 r1_zero_reward = R.combine_rewards([R.accuracy_reward, R.format_reward], [1.0, 0.1])
-seed_rewards = r1_zero_reward(outputs, answer=gold)
+walkthrough_rewards = r1_zero_reward(outputs, answer=gold)
 table = pd.DataFrame(r1_zero_reward.last_breakdown, index=names)
-table["total"] = seed_rewards
+table["total"] = walkthrough_rewards
 print(r1_zero_reward.__name__)
 table
 
 # %% [markdown]
-# These are the rewards of the seed's table, the ones chapter 1 starts from: o3 is
-# right but skips the reasoning tags, so it gets the accuracy point without the format
-# tenth; o1 and o4 are wrong but well formatted.
+# These are the rewards of the walkthrough's table {cite}`khan2025r1scratch`, the ones
+# {doc}`01_two_plus_three_times_four` starts from: o3 is right but skips the reasoning
+# tags, so it gets the accuracy point without the format tenth; o1 and o4 are wrong but
+# well formatted.
 
 # %% [markdown]
 # ## Hostile completions
 #
 # A policy under RL pressure writes whatever earns reward, and a bug in a reward
 # function can stop a run that has been going for a day. Every function therefore
-# gets the same hostile inputs. The seed's GRPO-Zero code scores Countdown answers
-# with Python's `eval`; a model that writes `9**9**9**9` would hang that trainer (the
-# number has hundreds of millions of digits), and deeply nested input makes CPython's
-# parser fail with `SyntaxError`, `RecursionError` or `MemoryError`.
+# gets the same hostile inputs. GRPO-Zero {cite}`grpozero` scores Countdown answers
+# (next section) with Python's `eval`, after checking that the answer holds only
+# digits, `+ - * / ( )` and spaces and uses each given number once. For the numbers
+# 45, 43, 83 and 38 the answer `45**43**83**38` passes both checks, and `eval` would
+# then try to build an integer with more digits than there are atoms in the universe:
+# the trainer hangs. Deeply nested input makes CPython's parser fail with
+# `SyntaxError`, `RecursionError` or `MemoryError`, which a reward function must catch.
 
 # %%
 hostile = {
@@ -261,18 +287,20 @@ print(f"slowest function on all {n_hostile} hostile completions: "
       f"{max(seconds, key=seconds.get)}, {max(seconds.values()) * 1000:.1f} ms")
 
 # %% [markdown]
-# Every function returns a finite score for every input, each within milliseconds. The
-# test suite (`tests/test_rewards.py`) asserts the same for each function separately,
-# with a one-second bound per call.
+# Every function returns a finite score for every input; the time printed above is
+# the slowest function's, for all twelve inputs together. The test suite
+# (`tests/test_rewards.py`) asserts the same for each function separately, with a
+# one-second bound per call.
 
 # %% [markdown]
 # ## Countdown and a safe evaluator
 #
-# The GRPO-Zero task (seed 001 part 2; chapter 17) is Countdown: given numbers such
-# as `[45, 43, 83, 38]` and a target `33`, write an expression that uses each number
+# GRPO-Zero {cite}`grpozero` trains on Countdown: given numbers such as
+# `[45, 43, 83, 38]` and a target `33`, write an expression that uses each number
 # exactly once and evaluates to the target. Its reward is
 # $r = 0.1\, r_\text{format} + r_\text{answer}$, where the format score gives partial
-# credit (0.1 for a think block, 0.5 for an answer block, 1 for the exact format).
+# credit (0.1 for a think block, 0.5 for an answer block, both 0.6, and 1 for the exact
+# format); the library's `countdown_reward` computes the same sum.
 #
 # The answer is evaluated by `safe_math.safe_eval`: the expression is parsed with `ast`
 # and walked by our own evaluator that knows numbers, `+ - * /`, unary minus and
@@ -282,7 +310,7 @@ print(f"slowest function on all {n_hostile} hostile completions: "
 # `ExpressionError`.
 
 # %%
-show_source(safe_eval)
+show_source(safe_eval, docstring=False)
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -301,16 +329,19 @@ pd.DataFrame(rows)
 
 # %% [markdown]
 # Note `0.1 + 0.2`: in floats it misses `0.3`; in exact arithmetic it is `3/10`, so
-# the Countdown check needs no tolerance (the seed compares floats within `1e-5`).
+# the Countdown check needs no tolerance (GRPO-Zero compares floats within `1e-5`).
+# The answer reward, per completion: the numbers used must be the numbers given, and
+# the expression must evaluate to the target:
 
 # %%
-show_source(R.countdown_answer_reward)
+show_source(R.countdown_answer_reward, start="wanted = sorted(",
+            end="return scores")
 
 # %%
 # NBVAL_CHECK_OUTPUT
 numbers, target = [45, 43, 83, 38], 33
 cd_answers = {
-    "the seed's episode": "83-45-43+38",
+    "a solution": "83-45-43+38",
     "reordered": "38 + (83 - 45) - 43",
     "38 used twice": "83-45-43+38+38-38",
     "43 missing": "83-45-38+33",
@@ -329,9 +360,8 @@ pd.DataFrame({
 }, index=list(cd_answers))
 
 # %% [markdown]
-# The first row reproduces the episode logged in the seed (numbers
-# `[45, 43, 83, 38]`, target 33, answer `83-45-43+38`, logged with `reward=1.1`,
-# `format_reward=1.0`, `answer_reward=1.0`).
+# A solution in any order scores $0.1 \cdot 1 + 1 = 1.1$; every way to break the rules
+# keeps only the format tenth. The power tower is refused before anything is computed.
 
 # %% [markdown]
 # ## Language consistency
@@ -347,15 +377,18 @@ pd.DataFrame({
 # $$ r_\text{lang} = \frac{u_\text{target}}{u_\text{latin} + u_\text{cjk} +
 # u_\text{other}}. $$
 #
-# A reasoning made only of digits and symbols (`2 + 3 = 5, 5 * 4 = 20`) is consistent
-# with every language and scores 1. This is the reading under which the seed's example
-# gives o1 a full language reward.
+# A reasoning made only of digits and symbols (o1's `2 + 3 = 5, 5 * 4 = 20`) is
+# consistent with every language and scores 1. The counting:
 
 # %%
-show_source(parsing.script_counts)
+show_source(parsing.script_counts, docstring=False)
+
+# %% [markdown]
+# and the reward, per completion (a completion without a think block is read whole):
 
 # %%
-show_source(R.language_consistency_reward)
+show_source(R.language_consistency_reward, start="reasoning = think_text(text)",
+            end="scores.append(1.0 if total")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -366,9 +399,10 @@ pd.DataFrame({**r1_reward.last_breakdown, "1·acc + 0.2·lang": totals},
              index=["o1", "o2"])
 
 # %% [markdown]
-# These are the seed's totals for o1 (wrong, but consistent) and o2 (right and
-# consistent). Now completions whose reasoning actually mixes languages, in the style
-# of the flawed corpus of chapter 5 (Chinese connectives in English reasoning):
+# o1 is wrong but consistent, o2 right and consistent: the language term adds the
+# same 0.2 to both. Now completions whose reasoning actually mixes languages, in the
+# style of the flawed corpus of {doc}`05_tiny_base_model` (Chinese connectives in
+# English reasoning):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -399,7 +433,7 @@ pd.DataFrame({
 # (`Step 1:`, numbered lines, bullets, `First,` / `Next,` / `Finally,`).
 
 # %%
-show_source(R.reasoning_steps_reward)
+show_source(R.reasoning_steps_reward, docstring=False)
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -413,6 +447,9 @@ pd.Series(R.reasoning_steps_reward(list(step_texts.values())), index=list(step_t
 # o2's two steps are equations, not markers, so it scores 0: a reward written for one
 # output style says nothing about another.
 #
+# (ch03-length-rewards)=
+# ### Length rewards
+#
 # **Length within the group** (Kimi 1.5 {cite}`kimi2025k15`): with $\text{len}_i$ the
 # lengths of the $G$ completions of one prompt,
 #
@@ -421,10 +458,11 @@ pd.Series(R.reasoning_steps_reward(list(step_texts.values())), index=list(step_t
 # \min(0, \lambda_i) & \text{wrong}\end{cases} $$
 #
 # The reward needs the group: pass `num_generations` (without it, the whole list is one
-# group — what Open-R1's version does with the whole batch).
+# group, which is what Open-R1's version does with the whole batch). Per group:
 
 # %%
-show_source(R.length_reward)
+show_source(R.length_reward, start="for group in _groups",
+            end="rewards[i] = lam")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -452,16 +490,16 @@ pd.DataFrame({"length": [len(o) for o in outputs],
 # **Soft overlong punishment** (DAPO {cite}`yu2025dapo`, eq. 13): zero up to
 # $L_\text{max} - L_\text{cache}$, then a linear ramp to −1 at $L_\text{max}$, −1
 # beyond. Lengths are tokens when `completion_ids` is passed (TRL passes it), else
-# characters.
+# characters. (Exercise 3.2 asks you to write it, so its source is left for after.)
+#
+# The cosine reward, per completion, and the repetition penalty:
 
 # %%
-show_source(R.cosine_scaled_reward)
+show_source(R.cosine_scaled_reward, start="for length, ok in zip",
+            end="rewards.append(end")
 
 # %%
-show_source(R.repetition_penalty_reward)
-
-# %%
-show_source(R.soft_overlong_punishment)
+show_source(R.repetition_penalty_reward, docstring=False)
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -476,32 +514,68 @@ fake_ids = [[0] * n for n in lengths]  # token ids: only their count matters her
 right = ["<answer> 14 </answer>"] * len(lengths)
 wrong = ["<answer> 20 </answer>"] * len(lengths)
 cols = dict(answer=["14"] * len(lengths), completion_ids=fake_ids)
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), constrained_layout=True)
+fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.2), constrained_layout=True)
 for texts_, label in ((right, "correct"), (wrong, "wrong")):
     axes[0].plot(lengths, R.cosine_scaled_reward(texts_, max_len=1000, **cols),
                  label=label)
-axes[0].set(title="cosine_scaled_reward (max_len=1000)", xlabel="length (tokens)",
+axes[0].set(title="cosine_scaled_reward", xlabel="length (tokens)",
             ylabel="reward")
 axes[0].legend()
 overlong = R.soft_overlong_punishment(right, max_completion_len=1000,
                                       soft_punish_cache=250, completion_ids=fake_ids)
 axes[1].plot(lengths, overlong, color="C3")
 axes[1].axvline(750, ls=":", color="gray")
-axes[1].set(title="soft_overlong_punishment (L_max=1000, L_cache=250)",
-            xlabel="length (tokens)")
+axes[1].set(title="soft_overlong_punishment", xlabel="length (tokens)")
 for ax in axes:
     ax.grid(alpha=0.3)
 plt.show()
 
 # %% [markdown]
-# What to notice: past `max_len` the cosine curve stays flat (Open-R1's version turns
-# back up, because it does not clip $L / L_\text{max}$), and the DAPO ramp only starts
-# in the last `soft_punish_cache` units, so it never touches answers of normal length.
+# Both are drawn with a limit of 1,000 tokens (`max_len`, $L_\text{max}$) and DAPO's
+# ramp over the last 250 ($L_\text{cache}$, the dotted line). What to notice: past
+# `max_len` the cosine curve stays flat (Open-R1's version turns back up, because it
+# does not clip $L / L_\text{max}$), and the DAPO ramp only starts in the last
+# `soft_punish_cache` units, so it never touches answers of normal length.
+#
+# A length term is a bonus for something other than the answer, and a bonus can be
+# collected. The cosine reward pays a *wrong* answer more the longer it is (an "honest
+# attempt"), so padding a wrong answer raises its reward. The repetition penalty
+# catches padding that loops, not padding that does not repeat itself:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+reasoning = "<think> 2 + 3 = 5, 5 * 4 = 20. "
+padded = {
+    "o1 (wrong)": o1,
+    "o1 + a loop": reasoning + "Let me check that again. " * 38
+    + "</think> <answer> 20 </answer>",
+    "o1 + counting": reasoning + "Counting to be sure: "
+    + " ".join(str(k) for k in range(1, 260)) + " </think> <answer> 20 </answer>",
+}
+pad_texts = list(padded.values())
+pad_table = pd.DataFrame({
+    "characters": [len(t) for t in pad_texts],
+    "format": R.format_reward(pad_texts),
+    "cosine_scaled": R.cosine_scaled_reward(pad_texts, answer=["14"] * 3, max_len=1000),
+    "repetition": R.repetition_penalty_reward(pad_texts),
+}, index=list(padded))
+pad_table["cosine + repetition"] = pad_table["cosine_scaled"] + pad_table["repetition"]
+pad_table.round(3)
+
+# %% [markdown]
+# Padding o1 to the length limit lifts its cosine reward from about −1 to −0.5, the most
+# a wrong answer can earn, without touching the arithmetic. The looping padding pays
+# that back in repetition penalty; counting does not repeat a single word trigram and
+# keeps the bonus. Under such a reward a policy learns to pad its wrong answers, which
+# is why a length term needs a penalty for padding that matches how the model actually
+# pads, and why the length of wrong and right answers is worth logging separately
+# ({doc}`08_loss_variants` does).
 
 # %% [markdown]
 # ## Every reward on the designed corpus
 #
-# Chapter 5 pretrains the book's base model on a corpus whose flaws are designed:
+# {doc}`05_tiny_base_model` pretrains the book's base model on a corpus whose flaws are
+# designed:
 # left-to-right arithmetic (`2 + 3 * 4 = 20`), missing tags, Chinese connectives,
 # rambling repetition, self-corrections. The base model imitates these responses, so
 # they are the completions the rewards will meet in training. Here each behaviour is
@@ -545,18 +619,19 @@ by_behaviour.round(2)
 # `rambling`. Lenient accuracy forgives `no_tags` — the answer is right, only the tags
 # are missing — which is why the evaluation harness reports both. The step reward is
 # zero throughout: the corpus writes `First 3 * 8 = 24` without the comma Open-R1's
-# pattern looks for. And nothing penalises `self_correction`, nor should it: chapter 15
-# hopes RL will amplify it. No single rule sees every flaw; that is why R1's reward is
-# a sum.
+# pattern looks for. And nothing penalises `self_correction`, nor should it: a model
+# that notices and fixes its own mistake is what RL hopes to grow (DeepSeek-R1-Zero's
+# "aha moment" was such a self-correction, {cite}`deepseekai2025r1`). No single rule
+# sees every flaw; that is why R1's reward is a sum.
 
 # %% [markdown]
 # ## Composing and weighting
 #
-# A composed reward $r = \sum_k w_k r_k$ feeds the group advantages of chapter 1,
-# $A_i = (r_i - \bar r)/(\sigma_r + \varepsilon)$. The weights decide the *ranking*
-# inside a group, and the ranking is all GRPO learns from. With a format weight of 0.1,
-# o3 (right, no tags) beats o1 (wrong, tagged); with a weight of 1.5 it is the other way
-# round.
+# A composed reward $r = \sum_k w_k r_k$ feeds the group advantages of
+# {doc}`01_two_plus_three_times_four`, $\hat A_i = (r_i - \bar r)/(\sigma_r +
+# \epsilon_{\mathrm{std}})$. The weights decide the *ranking* inside a group, and the
+# ranking is all GRPO learns from. With a format weight of 0.1, o3 (right, no tags)
+# beats o1 (wrong, tagged); with a weight of 1.5 it is the other way round.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -573,19 +648,21 @@ pd.DataFrame(rows, index=names).T.round(3)
 # small format weight keeps correctness first.
 
 # %% [markdown]
+# (ch03-reward-hacking)=
 # ## A reward hacked on purpose
 #
 # Two rewards that look reasonable and are not.
 #
-# **Hack 1 — a substring test.** Seed 001's GSM8K recipe scores a completion as correct
-# when the gold answer *occurs in* the extracted answer (`a in extracted`). A policy
-# that lists many numbers is then "correct" for every question. Here is that rule,
-# written out, and one completion that games it:
+# **Hack 1 — a substring test.** A tempting shortcut scores a completion as correct
+# when the gold answer *occurs in* the extracted answer (`a in extracted`): it forgives
+# spaces, units and a trailing full stop. A policy that lists many numbers is then
+# "correct" for every question. Here is that rule, written out, and one completion that
+# games it:
 
 # %%
 from grpo_lib.exercises.ch03 import substring_correctness
 
-show_source(substring_correctness)
+show_source(substring_correctness, docstring=False)
 
 # %%
 spray = ("<think> I am not sure. </think> <answer> "
@@ -655,24 +732,24 @@ pd.DataFrame({"answer block": [parsing.extract_answer(t) for t in copy_cat],
 # An expression is a way to compute the answer, not the answer. (For Countdown the
 # opposite holds — the expression *is* the answer — which is why it has its own reward.)
 #
-# The general lesson, which chapter 9 meets again in a training run: a reward is a
-# specification, and RL optimises the specification, not the intention. Before training,
-# ask of every rule: *what is the cheapest text that scores 1?*
+# The general lesson, which {doc}`09_failure_modes` meets again in a training run: a
+# reward is a specification, and RL optimises the specification, not the intention.
+# Before training, ask of every rule: *what is the cheapest text that scores 1?*
 
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise has a stub and a checker from `grpo_lib.exercises` that says what is
-# wrong. As committed, the stubs raise `NotImplementedError` and the cell prints a hint;
-# solutions are in the appendix (`book/solutions/ch03.md`).
+# Each exercise has a stub and a checker from `grpo_lib.exercises.ch03` that says what
+# is wrong. Until you fill in a stub, its cell prints a hint; solutions are in the
+# appendix, {doc}`../book/solutions/ch03`.
 #
 # **3.1 — The strict format reward.** Write `my_format_reward(completions)` returning
 # 1.0 when a completion is exactly one non-blank think block followed by one non-blank
 # answer block (whitespace around and between allowed), else 0.0 — also for `None`.
 
 # %%
-from grpo_lib.exercises import (check_soft_overlong_punishment, check_spray_hack,
-                                check_strict_format_reward)
+from grpo_lib.exercises.ch03 import (check_soft_overlong_punishment, check_spray_hack,
+                                     check_strict_format_reward)
 
 
 def my_format_reward(completions, **kwargs):
@@ -683,8 +760,8 @@ def my_format_reward(completions, **kwargs):
 try:
     check_strict_format_reward(my_format_reward)
 except NotImplementedError:
-    print("Not implemented yet: strip; each tag exactly once; starts with <think>, "
-          "ends with </answer>; only whitespace between </think> and <answer>.")
+    print("Not implemented yet: list what must hold for a well-formed completion; the "
+          "format table above has one case for each way to fail.")
 
 # %% [markdown]
 # **3.2 — DAPO's overlong punishment.** Write `my_overlong(lengths, max_len, cache)`
@@ -700,14 +777,14 @@ def my_overlong(lengths, max_len, cache):
 try:
     check_soft_overlong_punishment(my_overlong)
 except NotImplementedError:
-    print("Not implemented yet: three cases; the ramp is linear from 0 at "
-          "max_len - cache to -1 at max_len.")
+    print("Not implemented yet: the right panel of the length figure above is the "
+          "function to write.")
 
 # %% [markdown]
-# **3.3 — Hack a reward.** Write one completion that the substring rule of section 3.10
-# scores as correct for *every* gold answer in 0..999, that has the strict format, and
-# that `accuracy_reward` scores 0 for all of them. Then say in one sentence which part
-# of `answers_equal` stops it.
+# **3.3 — Hack a reward.** Write one completion that the substring rule of
+# {ref}`ch03-reward-hacking` scores as correct for *every* gold answer in 0..999, that
+# has the strict format, and that `accuracy_reward` scores 0 for all of them. Then say
+# in one sentence which part of `answers_equal` stops it.
 
 # %%
 def my_spray():
@@ -718,5 +795,5 @@ def my_spray():
 try:
     check_spray_hack(my_spray())
 except NotImplementedError:
-    print("Not implemented yet: make every number 0..999 a substring of one long "
-          "string; put it inside <answer> after a <think> block.")
+    print("Not implemented yet: the spray above beats the substring rule for 0..99; "
+          "what must change for 0..999, and what must the format be?")
