@@ -110,3 +110,20 @@ def test_writers_make_files_from_the_train_split_only(tmp_path):
     assert len(lines) == 3 * len(SKILLS)
     with pytest.raises(ValueError, match="n must be in"):
         write_cold_start(tmp_path / "cs", n=0)
+
+
+def test_evaluate_skills_scores_greedy_answers_of_a_real_model():
+    import torch
+
+    from grpo_lib.models import build_tokenizer, random_model
+    from grpo_lib.tasks.skills import evaluate_skills
+
+    torch.manual_seed(0)
+    tokenizer = build_tokenizer()
+    model = random_model(tokenizer, size="micro")
+    rows = make_skill_rows(2, seed=0, held_out=True)
+    table, samples = evaluate_skills(model, tokenizer, rows, max_new_tokens=4)
+    assert list(table.index) == sorted(SKILLS) and table["n"].tolist() == [2] * 4
+    assert len(samples) == 8 and set(samples["correct"]) <= {0.0, 1.0}
+    with pytest.raises(ValueError, match="at least one row"):
+        evaluate_skills(model, tokenizer, [])

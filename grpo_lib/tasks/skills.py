@@ -154,3 +154,35 @@ def write_skills(out_dir: str | Path = SKILLS_DIR, n_train: int = 500,
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         print(f"wrote {len(rows)} skill rows to {paths[name]}")
     return paths
+
+
+def skill_prompts(rows) -> list[list[dict]]:
+    """The user turn of each row, as a one-message conversation for the sampler."""
+    return [[{"role": "user", "content": r["question"]}] for r in rows]
+
+
+def evaluate_skills(model, tokenizer, rows, max_new_tokens: int = 32,
+                    batch_size: int = 64):
+    """Greedy answers to every row and their rule scores.
+
+    Returns ``(table, samples)``: ``table`` has one row per skill (``accuracy``, ``n``);
+    ``samples`` one row per question (``skill, question, answer, completion,
+    correct``).
+    """
+    import pandas as pd
+
+    from ..sampling import generate
+
+    rows = list(rows)
+    if not rows:
+        raise ValueError("evaluate_skills needs at least one row; make them with "
+                         "make_skill_rows(...) or read data/skills/test.jsonl")
+    rollout = generate(model, tokenizer, skill_prompts(rows), do_sample=False,
+                       max_new_tokens=max_new_tokens, batch_size=batch_size)
+    samples = pd.DataFrame({
+        "skill": [r["skill"] for r in rows], "question": [r["question"] for r in rows],
+        "answer": [r["answer"] for r in rows], "completion": rollout.texts})
+    samples["correct"] = [score_skill(s, c, a) for s, c, a in zip(
+        samples["skill"], samples["completion"], samples["answer"])]
+    table = samples.groupby("skill")["correct"].agg(accuracy="mean", n="size")
+    return table, samples
