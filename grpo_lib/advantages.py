@@ -191,3 +191,54 @@ def group_advantages(
     equal = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)  # [num_groups, 1]
     advantages = advantages.masked_fill(equal, 0.0)
     return advantages.reshape(-1)  # [B]
+
+
+def decoupled_advantages(
+    rewards_per_func: np.ndarray | torch.Tensor,
+    weights: Sequence[float],
+    group_size: int,
+    eps: float = 1e-4,
+) -> torch.Tensor:
+    """Advantages from several rewards normalised one by one (GDPO; TRL's
+    ``multi_objective_aggregation="normalize_then_sum"``).
+
+    .. math::
+
+        s_i = \\sum_k w_k \\frac{r_{i,k} - \\bar r_{g,k}}{\\sigma_{r,g,k}
+        + \\epsilon_{\\mathrm{std}}}, \\qquad
+        \\hat A_i = \\frac{s_i - \\bar s}{\\sigma_s + \\epsilon_{\\mathrm{std}}}
+
+    Each reward ``k`` is standardised inside each group first, then the weighted sum
+    is standardised over the whole batch. Summing first (GRPO's default) lets the
+    reward with the largest spread in a group decide the ranking; normalising first
+    gives every reward the same say wherever it varies, so a small-scale reward
+    (a 0.2-weighted language reward, say) is not drowned by accuracy. Each group's
+    standardised rewards sum to 0, so :math:`\bar s = 0` and the batch step only
+    rescales.
+
+    Args:
+        rewards_per_func: ``[B, K]`` rewards, one column per reward function; each
+            prompt's ``G`` completions contiguous.
+        weights: ``K`` weights :math:`w_k`.
+        group_size: ``G``, >= 2.
+    Returns:
+        ``[B]`` advantages. A group where no reward varies gets exactly 0.
+    """
+    r = torch.as_tensor(rewards_per_func, dtype=torch.float32)
+    if r.dim() != 2:
+        raise ValueError(f"rewards_per_func must be [B, K] (one column per reward), "
+                         f"got shape {tuple(r.shape)}")
+    if len(weights) != r.shape[1]:
+        raise ValueError(f"{len(weights)} weights for {r.shape[1]} reward columns; "
+                         f"give one weight per reward function")
+    _check_group_size(r.shape[0], group_size)
+    grouped = r.view(-1, group_size, r.shape[1])  # [num_groups, G, K]
+    centred = grouped - grouped.mean(dim=1, keepdim=True)  # [num_groups, G, K]
+    per_reward = centred / (grouped.std(dim=1, keepdim=True) + eps)
+    equal = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)  # [num_groups, 1, K]
+    per_reward = per_reward.masked_fill(equal, 0.0)
+    w = torch.as_tensor(weights, dtype=r.dtype)  # [K]
+    summed = (per_reward * w).sum(dim=-1).reshape(-1)  # [B]
+    advantages = (summed - summed.mean()) / (summed.std() + eps)  # [B]
+    flat = equal.all(dim=-1).expand(-1, group_size).reshape(-1)  # [B]
+    return advantages.masked_fill(flat, 0.0)

@@ -122,3 +122,40 @@ def test_parity_with_trl_group_normalisation():
     trl_batch = (rewards - mean) / (nanstd(rewards) + 1e-4)
     torch.testing.assert_close(group_advantages(rewards, G, scale="batch"), trl_batch,
                                atol=1e-6, rtol=1e-6)
+
+
+def test_decoupled_advantages_normalise_each_reward_then_the_sum():
+    import numpy as np
+
+    from grpo_lib.advantages import decoupled_advantages
+
+    # two groups of G = 4; column 0 accuracy (0/1), column 1 a language reward (0/1)
+    r = np.array([[1, 1], [1, 0], [0, 1], [0, 0],
+                  [1, 1], [1, 1], [1, 0], [1, 1]], dtype=float)
+    w = [1.0, 0.2]
+    got = decoupled_advantages(r, w, group_size=4)
+    g = r.reshape(2, 4, 2)
+    z = (g - g.mean(1, keepdims=True)) / (g.std(1, ddof=1, keepdims=True) + 1e-4)
+    z[1, :, 0] = 0.0  # group 2's accuracy never varies: exactly 0, not 0/eps
+    s = (z * np.array(w)).sum(-1).reshape(-1)
+    want = (s - s.mean()) / (s.std(ddof=1) + 1e-4)
+    assert np.allclose(got.numpy(), want, atol=1e-5)
+    # summing first would let accuracy drown the language reward in group 1: the
+    # completion with both rewards beats the one with accuracy only by 0.2 of a unit
+    # there, but after normalising each reward the language reward counts as much
+    assert got[0] > got[1] and got[2] > got[3]
+    assert abs(float(got.sum())) < 1e-5
+
+
+def test_decoupled_advantages_zero_for_a_flat_group_and_clear_errors():
+    import pytest
+
+    from grpo_lib.advantages import decoupled_advantages
+
+    r = [[1.0, 0.5]] * 4 + [[0.0, 1.0], [1.0, 1.0], [0.0, 0.0], [1.0, 0.0]]
+    got = decoupled_advantages(r, [1.0, 0.2], group_size=4)
+    assert got[:4].tolist() == [0.0] * 4
+    with pytest.raises(ValueError, match="one weight per reward"):
+        decoupled_advantages(r, [1.0], group_size=4)
+    with pytest.raises(ValueError, match=r"\[B, K\]"):
+        decoupled_advantages([1.0, 0.0], [1.0], group_size=2)
