@@ -12,18 +12,20 @@
 # ---
 
 # %% [markdown]
+# (ch04)=
 # # The causal-LM shift
 #
-# Every quantity in chapter 2 — the ratio, the KL penalty, the loss — is built from one
-# number per completion token: $\log\pi_\theta(o_t \mid q, o_{<t})$. Getting that number
-# out of a causal language model takes one line of indexing, and it is the line most
-# often written wrong: an off-by-one error does not crash, it trains the model on the
-# wrong targets. This chapter does the shift once, carefully, in
-# `grpo_lib.logprobs.sequence_logprobs`, and checks it four ways: against a table of
-# which logit predicts which token, against the model's own cross-entropy loss, across
-# padding sides, and for the assistant-only mask of supervised fine-tuning. It ends with
-# the memory cost of the log-softmax at Qwen's vocabulary size and the function that
-# avoids most of it.
+# Every quantity of {doc}`02_objective` — the ratio, the KL penalty, the loss — is
+# built from one number per completion token:
+# $\log\pi_\theta(o_{i,t} \mid q, o_{i,<t})$. Getting that number out of a causal
+# language model takes one line of indexing, and it is the line most often written
+# wrong: an off-by-one error does not crash, it trains the model on the wrong targets.
+# This chapter does the shift once, carefully, in `grpo_lib.logprobs.sequence_logprobs`,
+# and checks it four ways: against a table of which logit predicts which token, against
+# the model's own cross-entropy loss, across padding sides, and for the assistant-only
+# mask of supervised fine-tuning. It ends with the memory cost of the log-softmax at
+# Qwen's vocabulary size, the function that avoids most of it, and what bfloat16 does
+# to the precision of a log-prob.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -32,6 +34,7 @@ from grpo_lib.display import print_environment
 print_environment()
 
 # %%
+import copy
 import math
 import time
 
@@ -39,7 +42,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from grpo_lib.display import show_source
+from grpo_lib.display import say, show_source
 from grpo_lib.logprobs import assistant_mask, selective_log_softmax, sequence_logprobs
 from grpo_lib.models import build_tokenizer, count_parameters, random_model
 from grpo_lib.profiles import profile
@@ -51,11 +54,12 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # ## A model to look at
 #
 # The shift is a property of the architecture, not of the weights, so a *randomly
-# initialised* `Qwen2ForCausalLM` will do: the book's tokenizer (chapter 5 builds it)
-# and the `tiny` configuration with random weights. Its predictions are noise — each
-# token costs about $\log V$ nats — but every identity below holds for a trained model
-# too. The model runs on the CPU in float32 for sections 4.1–4.5, whatever the
-# profile, so the checked numbers do not depend on the reader's accelerator.
+# initialised* `Qwen2ForCausalLM` will do: the book's tokenizer (built in
+# {doc}`05_tiny_base_model`) and the `tiny` configuration with random weights. Its
+# predictions are noise — each token costs about $\log V$ nats — but every identity
+# below holds for a trained model too. Until {ref}`ch04-memory`, the model runs on the
+# CPU in float32 whatever the profile, so the checked numbers do not depend on the
+# reader's accelerator.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -124,15 +128,16 @@ print("first five:", by_hand[0, :5])
 # %% [markdown]
 # ## The library function, and the model's own loss as a referee
 #
-# `sequence_logprobs` does the same thing for a batch, with three refinements: it asks
-# the model for the last $C + 1$ positions only (`logits_to_keep`, which skips the LM
-# head — the largest matrix multiply at a large vocabulary — on the prompt), it passes
-# `position_ids` so that padding does not move tokens (section 4.4), and it divides the
-# logits by the sampling temperature, so that the log-probs are those of the
-# distribution the completion was drawn from.
+# `sequence_logprobs` does the same thing for a batch, with three refinements: it
+# asks the model for the last $C + 1$ positions only (`logits_to_keep`, which skips the
+# LM head — the largest matrix multiply at a large vocabulary — on the prompt), it
+# passes `position_ids` so that padding does not move tokens ({ref}`ch04-padding`),
+# and it divides the logits by the sampling temperature $\tau$, so that the log-probs
+# are those of the distribution the completion was drawn from. After checking its
+# inputs, the function does this for each micro-batch of rows:
 
 # %%
-show_source(sequence_logprobs)
+show_source(sequence_logprobs, start="for start in range", end="all_logp.append")
 
 # %%
 def ones(n):  # the mask of an unpadded row: [1, n]
@@ -147,9 +152,9 @@ print("shape:", tuple(logp.shape),
 
 # %% [markdown]
 # An independent referee: Hugging Face's causal-LM loss. Given `labels`, the model
-# shifts them itself (it compares `logits[:, :-1]` with `labels[:, 1:]`) and averages the
-# cross-entropy over labels that are not `-100`. Mask the prompt with `-100`, and the
-# loss is minus the mean of our completion log-probs; times $C$, minus their sum.
+# shifts them itself (it compares `logits[:, :-1]` with `labels[:, 1:]`) and averages
+# the cross-entropy over labels that are not `-100`. Mask the prompt with `-100`, and
+# the loss is minus the mean of our completion log-probs; times $C$, minus their sum.
 
 # %%
 labels = input_ids.clone()
@@ -166,11 +171,11 @@ print(f"|sum - (-loss x C)| / |sum|      : "
 assert mean_gap < 1e-5
 
 # %% [markdown]
-# They agree to float32 rounding (the two differences printed above; Hugging Face
-# computes its loss in float32 even for a float64 model, so this is as close as two
-# float32 computations get). The library and the model's own loss use the same shift.
-# Had we used `logits[:, P:]` — every token "predicting itself" — the numbers would not
-# match at all:
+# They agree to float32 rounding (the two differences printed above; Hugging Face's
+# `ForCausalLMLoss` casts the logits to float32 before its cross-entropy, so this is as
+# close as two float32 computations get). The library and the model's own loss use the
+# same shift. Had we used `logits[:, P:]` — every token "predicting itself" — the
+# numbers would not match at all:
 
 # %%
 wrong = (logits[:, P_len:].log_softmax(-1)  # [1, C, V]: one position too far
@@ -178,6 +183,7 @@ wrong = (logits[:, P_len:].log_softmax(-1)  # [1, C, V]: one position too far
 print(f"off-by-one sum: {wrong.sum().item():.3f}   correct sum: {total:.3f}")
 
 # %% [markdown]
+# (ch04-padding)=
 # ## Padding: left, right, and position ids
 #
 # A batch needs rectangles. GRPO pads **prompts on the left** (so that every row's
@@ -262,7 +268,8 @@ print(f"right-padded sequences vs rows alone: max |diff| = {diff_right:.1e}")
 # prompt's tokens sit several positions later than they would alone.
 
 # %%
-def plain_forward_logprobs(m, prompt_ids, prompt_mask, completion_ids, completion_mask):
+def plain_forward_logprobs(m, prompt_ids, prompt_mask, completion_ids,
+                           completion_mask):
     """The left-padded batch without position_ids: positions count the padding."""
     ids = torch.cat([prompt_ids, completion_ids], 1)
     mask = torch.cat([prompt_mask, completion_mask], 1)
@@ -314,9 +321,9 @@ print(padding.to_string(index=False, float_format=lambda v: f"{v:.1e}"))
 # With position ids, padding is invisible to both models. Without them, the RoPE model
 # survives by a symmetry of its position encoding and the absolute-position model gets
 # different numbers. The library passes position ids always, so its log-probs do not
-# depend on the architecture or on how much padding a row carries. (The rounding
-# differences grow in bfloat16; chapter 6's sampler uses the same position ids, so the
-# sampler and the trainer see every token at the same position.)
+# depend on the architecture or on how much padding a row carries. The sampler of
+# {doc}`06_rollouts` uses the same position ids, so the sampler and the trainer see
+# every token at the same position.
 #
 # One layout is refused outright: right-padded *prompts* followed by the completion.
 # The column before the completion would then be padding, and it would "predict" the
@@ -334,16 +341,17 @@ except ValueError as err:
 # %% [markdown]
 # ## The assistant mask
 #
-# Supervised fine-tuning (chapters 10 and 12) trains on conversations, but only the
-# assistant's tokens are targets: the model should learn to answer, not to write the
-# user's questions. `assistant_mask` finds those tokens by **incremental
-# tokenization**: render the conversation up to each assistant turn with the
-# generation prompt, render it once more including the turn, and the new tokens are
+# Supervised fine-tuning (a later part of the book, in preparation) trains on
+# conversations, but only the assistant's tokens are targets: the model should learn to
+# answer, not to write the user's questions. `assistant_mask` finds those tokens by
+# **incremental tokenization**: render the conversation up to each assistant turn with
+# the generation prompt, render it once more including the turn, and the new tokens are
 # that turn. The mask keeps the content and the closing `<|im_end|>` (the model must
-# learn to stop) and drops the role header and the newline after `<|im_end|>`.
+# learn to stop) and drops the role header and the newline after `<|im_end|>`. The
+# function after its input checks:
 
 # %%
-show_source(assistant_mask)
+show_source(assistant_mask, start="full = _render_ids", end="return torch.tensor")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -380,25 +388,29 @@ print(f"HF loss with labels = ids where mask: {out.loss.item():.6f}")
 print(f"-mean log-prob of the masked tokens : {manual.item():.6f}")
 
 # %% [markdown]
+# (ch04-memory)=
 # ## The memory of the log-softmax at Qwen's vocabulary
 #
 # The naive recipe `logits.log_softmax(-1).gather(-1, ids)` builds a second tensor as
-# large as the logits, `[B, T, V]`, to read $B \times T$ numbers from it. At Qwen2.5's
-# vocabulary of $V$ = 151,936 (its configuration's `vocab_size`), that tensor is the
-# largest in the training step. `selective_log_softmax` avoids it:
+# large as the logits, `[B, T, V]`, to read $B \times T$ numbers from it. At the
+# vocabulary of Qwen2.5, $V$ = 151,936 (the `vocab_size` of its configuration
+# {cite}`qwen25_05b_config`), that tensor is the largest in the training step.
+# `selective_log_softmax` avoids it:
 #
 # $$
-# \log p_{b,t}(i) = z_{b,t,i} - \log\sum_{v} e^{z_{b,t,v}}
+# \log\operatorname{softmax}(z_{b,t})_i = z_{b,t,i} - \log\sum_{v} e^{z_{b,t,v}}
 # $$
 #
 # gather $z_{b,t,i}$ (`[B, T]`), then compute the logsumexp **one row $b$ at a time**,
-# so the only temporary of vocabulary size is one row's `[T, V]`. In bfloat16 the
-# subtraction loses too much precision, so each row gets its own `log_softmax`
-# instead — still one row at a time. This is TRL's implementation too, and the tests
-# check the two agree.
+# so the only temporary of vocabulary size is one row's `[T, V]`. For bfloat16 logits
+# each row gets its own `log_softmax` instead, still one row at a time
+# ({ref}`ch04-bf16` measures why). TRL's `selective_log_softmax` follows the same two
+# strategies {cite}`vonwerra2020trl`, and the book's tests check that the two agree.
+# After its shape checks, the function reads:
 
 # %%
-show_source(selective_log_softmax)
+show_source(selective_log_softmax, start="index = index.long()",
+            end="return torch.stack(rows)")
 
 # %% [markdown]
 # The arithmetic: bytes of the extra tensors, beyond the logits themselves.
@@ -419,7 +431,8 @@ def predicted_extra_bytes(method, B, T, V, dtype):
 QWEN_VOCAB = 151_936  # Qwen2.5's vocabulary size (its config's vocab_size)
 
 
-print(f"B = {B_mem}, T = {T_mem}, V = {QWEN_VOCAB:,} on {mem_device}; MB = 2**20 bytes")
+print(f"B = {B_mem}, T = {T_mem}, V = {QWEN_VOCAB:,} on {mem_device}; "
+      f"MB = 2**20 bytes")
 arithmetic = pd.DataFrame([
     {"dtype": str(dt).replace("torch.", ""),
      "logits MB (B*T*V*size)": B_mem * T_mem * QWEN_VOCAB * dt.itemsize / MB,
@@ -431,10 +444,11 @@ arithmetic = pd.DataFrame([
 print(arithmetic.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
 
 # %% [markdown]
-# Now measured. On a GPU, CUDA's allocator reports the peak directly
-# (`torch.cuda.max_memory_allocated`). On a CPU, the PyTorch profiler with
-# `profile_memory=True` records every allocation and free made by each operator; replaying
-# them in time order gives the peak of the memory allocated during the call.
+# Now measured. On a GPU, CUDA's caching allocator reports the peak directly
+# (`torch.cuda.max_memory_allocated`). The stored outputs of this chapter come from a
+# CPU, where the PyTorch profiler with `profile_memory=True` records every allocation
+# and free made by each operator; replaying them in time order gives the peak of the
+# memory allocated during the call.
 
 # %%
 import contextlib
@@ -496,6 +510,7 @@ def full_log_softmax(logits, index):
 METHODS = {"full": full_log_softmax, "selective": selective_log_softmax}
 if mem_device == "cpu":  # on a GPU TRL may switch to a fused Triton kernel instead
     try:
+        import trl
         from trl.trainer.utils import selective_log_softmax as trl_selective
         METHODS["selective (TRL)"] = trl_selective
     except ImportError:  # TRL is only a test dependency of the book
@@ -509,7 +524,8 @@ g = torch.Generator(device=mem_device).manual_seed(0)
 for dtype in dtypes:
     mem_logits = torch.randn(B_mem, T_mem, QWEN_VOCAB, generator=g, device=mem_device,
                              dtype=torch.float32).to(dtype)  # [B, T, V]
-    index = torch.randint(0, QWEN_VOCAB, (B_mem, T_mem), generator=g, device=mem_device)
+    index = torch.randint(0, QWEN_VOCAB, (B_mem, T_mem), generator=g,
+                          device=mem_device)  # [B, T]
     results = {}
     with torch.no_grad():
         for method, fn in METHODS.items():
@@ -533,31 +549,48 @@ mem_table["vs full"] = mem_table.measured_peak_MB / mem_table.dtype.map(full_pea
 print(mem_table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
 
 # %%
-fig, ax = plt.subplots(figsize=(8, 3.4))
+fig, ax = plt.subplots(figsize=(7.5, 3.6))
 labels = [r.dtype + "\n" + r.method.replace(" (", "\n(")
           for r in mem_table.itertuples()]
 x = range(len(mem_table))
 ax.bar([i - 0.2 for i in x], mem_table.predicted_MB, width=0.4, label="predicted")
 ax.bar([i + 0.2 for i in x], mem_table.measured_peak_MB, width=0.4,
        label="measured peak")
-ax.set_xticks(list(x), labels)
+ax.set_xticks(list(x), labels, fontsize=9)
 ax.set_ylabel("extra memory (MB)")
 ax.set_title(f"log-softmax at V = {QWEN_VOCAB:,}, B = {B_mem}, T = {T_mem} "
-             f"({mem_device})")
-ax.legend()
+             f"({mem_device})", fontsize=10)
+ax.legend(fontsize=9)
 plt.tight_layout()
 plt.show()
 
+# %%
+by_method = mem_table.set_index(["dtype", "method"])
+found = []
+for dt in mem_table.dtype.unique():
+    full, sel = by_method.loc[(dt, "full")], by_method.loc[(dt, "selective")]
+    found.append(f"in {dt}, the full log-softmax needed {full.measured_peak_MB:.0f} MB "
+                 f"beyond the logits and `selective_log_softmax` "
+                 f"{sel.measured_peak_MB:.0f} MB, {sel['vs full']:.2f} of it "
+                 f"(1/B = {1 / B_mem:.2f})")
+text = "Measured: " + "; ".join(found) + "."
+trl_rows = mem_table[mem_table.method == "selective (TRL)"]
+over = trl_rows[trl_rows["measured/predicted"] > 1.5]
+if len(over):
+    text += (f" TRL's function (version {trl.__version__}) peaks at "
+             f"{over['measured/predicted'].max():.1f} rows in "
+             f"{', '.join(over.dtype)}: its loop assigns the next row's `log_softmax` "
+             f"to `row_logps` while that name still holds the previous row, so two "
+             f"rows are alive at once. `grpo_lib`'s loop frees each row first (the "
+             f"`del` in the source above).")
+elif len(trl_rows):
+    text += " TRL's function peaks where predicted in every dtype."
+text += (f" The times (`ms`) range from {mem_table.ms.min():.0f} to "
+         f"{mem_table.ms.max():.0f} ms: every method reads each logit once, and the "
+         f"saving is in memory, not time.")
+say(text)
+
 # %% [markdown]
-# What to notice: the full log-softmax costs one more logits-sized tensor; the selective
-# one costs one row's temporary, about $1/B$ of it (`vs full`). Where
-# `measured/predicted` is above 1 something is alive beyond the
-# row we counted. On a CPU run the table also measures TRL 1.16's function: in
-# bfloat16 its row loop keeps the previous row's log-softmax alive while it allocates
-# the next, so its peak is two rows; `grpo_lib`'s loop deletes the row first (the `del`
-# in the source above), and found that by this measurement. The time (`ms`) is of the
-# same order for all: each reads every logit once.
-#
 # Scaled to a real run — say a Qwen2.5-0.5B policy scoring 16 completions of 1,024
 # tokens — the arithmetic (no measurement needed) reads:
 
@@ -578,21 +611,108 @@ print(real_run.round(2).T.to_string())
 # %% [markdown]
 # Computing logits only where they are needed and never materialising the log-softmax
 # of the whole batch are two of the cheapest memory savings in RL fine-tuning;
-# `sequence_logprobs` does both. (TRL 1.16 goes further on GPUs with a fused kernel that
-# never materialises the logits at all.)
+# `sequence_logprobs` does both. TRL's GRPO trainer goes one step further: it replaces
+# the model's LM head by a fused one (`add_fused_lm_head` in `trl/trainer/utils.py`,
+# version 1.16) that computes the log-probs from the hidden states a chunk of the
+# vocabulary at a time, so the full logits never exist {cite}`vonwerra2020trl`. That
+# is read from TRL's source, not measured here.
 #
+# (ch04-bf16)=
+# ## What bfloat16 does to a log-prob
+#
+# Models are trained and sampled in bfloat16: float32's exponent range with far fewer
+# mantissa bits. For the log-softmax that matters in one place. The log-sum-exp of a
+# row of 151,936 logits is a number of size ten or more, and rounding it to bfloat16
+# before subtracting moves every log-prob of the row by as much as that rounding; a
+# `log_softmax` computed row by row rounds only its result, and the log-prob of a
+# likely token is close to 0, where bfloat16 is fine-grained. Measured on rows of Qwen's
+# vocabulary size whose target token runs from unlikely to nearly certain, against
+# float64 on the same bfloat16 logits (so only the computation's rounding counts):
+
+# %%
+T_bf = 64
+g = torch.Generator().manual_seed(0)
+z = torch.randn(T_bf, QWEN_VOCAB, generator=g)  # [T, V]
+target = torch.randint(0, QWEN_VOCAB, (T_bf,), generator=g)  # [T]
+z[torch.arange(T_bf), target] += torch.linspace(0.0, 25.0, T_bf)  # unlikely .. certain
+z16 = z.to(torch.bfloat16)  # the logits as a bfloat16 model returns them
+exact = (z16.double().log_softmax(-1)  # [T, V] in float64
+         .gather(-1, target[:, None]).squeeze(-1))  # [T]
+ways = {
+    "float32, z_i - logsumexp (library)":
+        selective_log_softmax(z16.float()[None], target[None])[0],
+    "bfloat16, z_i - logsumexp":
+        z16.gather(-1, target[:, None]).squeeze(-1) - torch.logsumexp(z16, dim=-1),
+    "bfloat16, log_softmax per row (library)":
+        selective_log_softmax(z16[None], target[None])[0],
+}
+likely = exact > -1  # probability above 1/e: most of the tokens a policy samples
+rows = []
+for name, logp in ways.items():
+    error = (logp.double() - exact).abs()  # [T]
+    rows.append({"computation": name, "max |error|": error.max().item(),
+                 "max |error|, p > 1/e": error[likely].max().item()})
+precision = pd.DataFrame(rows).set_index("computation")
+print(f"{T_bf} rows of V = {QWEN_VOCAB:,} logits, target log-probs from "
+      f"{exact.min():.1f} to {exact.max():.0e}; {int(likely.sum())} rows with "
+      f"p > 1/e; logsumexp from {torch.logsumexp(z, -1).min():.1f} to "
+      f"{torch.logsumexp(z, -1).max():.1f}")
+print(precision.to_string(float_format=lambda v: f"{v:.1e}"))
+
+# %%
+sub = precision.loc["bfloat16, z_i - logsumexp", "max |error|, p > 1/e"]
+row = precision.loc["bfloat16, log_softmax per row (library)", "max |error|, p > 1/e"]
+worst_all = precision.loc[precision.index.str.startswith("bfloat16"), "max |error|"]
+epsilon = 0.2  # TRL's default clip range
+say(f"For the likely tokens, subtracting in bfloat16 is off by up to {sub:.3f} nats: a "
+    f"policy ratio ρ computed from such a log-prob is off by a factor up to "
+    f"{math.exp(sub):.3f} from rounding alone, {math.expm1(sub) / epsilon:.0%} of "
+    f"the way to the clip boundary 1 + ε = {1 + epsilon} (ε = {epsilon}, TRL's "
+    f"default `epsilon`). The row-wise "
+    f"`log_softmax` is off by at most {row:.4f} nats there. Over all rows both "
+    f"bfloat16 computations err by up to {worst_all.min():.2f}-{worst_all.max():.2f} "
+    f"nats: a result far below 0 is itself rounded to a coarse bfloat16 grid, so the "
+    f"row-wise `log_softmax` helps exactly where the policy puts its mass.")
+
+# %% [markdown]
+# The log-softmax is not the only rounding. The whole forward pass in bfloat16 rounds
+# the weights and every activation; the left-padded batch of {ref}`ch04-padding`,
+# scored by the same random model in three precisions:
+
+# %%
+def batch_logprobs(m):
+    """The left-padded three-row batch of the padding section, scored by m."""
+    return sequence_logprobs(m, prompt_ids, prompt_mask, completion_ids,
+                             completion_mask)  # [3, C]
+
+
+real_tokens = completion_mask.bool()
+reference = batch_logprobs(copy.deepcopy(model).double())[real_tokens]  # float64
+forward_error = {}
+for dtype in (torch.float32, torch.bfloat16):
+    logp = batch_logprobs(copy.deepcopy(model).to(dtype))[real_tokens]
+    forward_error[dtype] = (logp.double() - reference).abs().max().item()
+say(f"Against a float64 forward pass, the completion log-probs of a float32 pass are "
+    f"off by at most {forward_error[torch.float32]:.1e} nats, those of a bfloat16 "
+    f"pass by up to {forward_error[torch.bfloat16]:.3f} nats. In training, a sampler "
+    f"and a trainer that compute the same log-prob in different precisions (or with "
+    f"different kernels) therefore disagree: the ratio ρ of a policy that has "
+    f"not changed is not exactly 1. TRL offers `cast_lm_head_to_fp32` to run the LM "
+    f"head, where the log-probs are made, in float32.")
+
+# %% [markdown]
 # ## Exercises
 #
-# As in chapter 2: fill in a stub, run the cell, the checker says what is wrong.
-# Solutions: `book/solutions/ch04.md`.
+# As in {doc}`02_objective`: fill in a stub, run the cell, the checker says what is
+# wrong. Solutions: {doc}`../book/solutions/ch04`.
 #
 # **4.1 — The shift.** `logits` of shape `[B, P + C, V]` come from a forward pass on
 # `input_ids = [prompt | completion]` (no padding; every prompt has `P` tokens). Return
 # the completion tokens' log-probs, `[B, C]`.
 
 # %%
-from grpo_lib.exercises import (check_completion_logprobs, check_position_ids,
-                                check_sft_labels)
+from grpo_lib.exercises.ch04 import (check_completion_logprobs, check_position_ids,
+                                     check_sft_labels)
 
 
 def my_completion_logprobs(logits, input_ids, prompt_len):
@@ -619,7 +739,7 @@ def my_position_ids(attention_mask):
 try:
     check_position_ids(my_position_ids)
 except NotImplementedError:
-    print("Not implemented yet: count the real tokens seen so far (a cumulative sum).")
+    print("Not implemented yet: how many real tokens come before each position?")
 
 # %% [markdown]
 # **4.3 — SFT labels.** Given one conversation's `input_ids` `[T]` and its assistant
@@ -638,8 +758,8 @@ except NotImplementedError:
     print("Not implemented yet: -100 means 'not a target'. Does the model shift?")
 
 # %% [markdown]
-# **4.4 — Think.** (a) A colleague computes completion log-probs with `logits_to_keep=C`
-# instead of `C + 1` and slices `logits[:, :-1]`. What do they get wrong, and which
-# check of this chapter would catch it? (b) Why must the closing `<|im_end|>` of an
-# assistant turn be a target in SFT, and why must a completion's EOS token count in
-# the GRPO loss?
+# **4.4 — Think.** (a) A colleague computes completion log-probs with
+# `logits_to_keep=C` instead of `C + 1` and slices `logits[:, :-1]`. What do they get
+# wrong, and which check of this chapter would catch it? (b) Why must the closing
+# `<|im_end|>` of an assistant turn be a target in SFT, and why must a completion's EOS
+# token count in the GRPO loss?
