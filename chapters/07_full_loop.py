@@ -12,13 +12,15 @@
 # ---
 
 # %% [markdown]
+# (ch07)=
 # # The full loop: R1-Zero on arithmetic
 #
 # Part I built every piece of GRPO as a separate function: a sampler that writes a
 # group of answers, rule rewards that score them, group advantages that turn the
 # scores into credit, per-token log-probabilities, and the clipped loss. This chapter
-# puts them together into the loop and runs it on the tiny base model of chapter 5,
-# the model that still thinks $2 + 3 \cdot 4$ might be 20.
+# puts them together into the loop and runs it on the tiny base model of
+# {doc}`chapter 5 <05_tiny_base_model>`, the model that still thinks
+# $2 + 3 \cdot 4$ might be 20.
 #
 # The recipe is DeepSeek-R1-Zero's {cite}`deepseekai2025r1`: reinforcement learning
 # straight from a *base* model, with no supervised fine-tuning first. The policy is
@@ -35,17 +37,22 @@
 #
 # $$
 # \underbrace{o_{1..G} \sim \pi_\theta(\cdot\mid q)}_{\text{rollout}}
-# \;\to\; \underbrace{r_i = r^{acc}_i + 0.1\, r^{fmt}_i}_{\text{rewards}}
-# \;\to\; \underbrace{A_i = \frac{r_i - \operatorname{mean}(\mathbf r)}
-#                        {\operatorname{std}(\mathbf r) + \varepsilon}}_{\text{credit}}
+# \;\to\; \underbrace{r_i = r^{\mathrm{acc}}_i
+#   + 0.1\, r^{\mathrm{fmt}}_i}_{\text{rewards}}
+# \;\to\; \underbrace{\hat A_i = \frac{r_i - \bar r}
+#                        {\sigma_r + \epsilon_{\mathrm{std}}}}_{\text{credit}}
 # \;\to\; \underbrace{\mathcal L(\theta) = -\frac1G \sum_i \frac1{|o_i|}\sum_t
-#   \min\!\big(\rho_{i,t} A_i,\ \operatorname{clip}(\rho_{i,t}, 1\pm\epsilon) A_i\big)
+#   \min\!\big(\rho_{i,t} \hat A_i,\;
+#   \operatorname{clip}(\rho_{i,t}, 1-\varepsilon, 1+\varepsilon)\, \hat A_i\big)
 #   }_{\text{loss}}
 # \;\to\; \theta \leftarrow \theta - \eta\, \nabla_\theta \mathcal L
 # $$
 #
-# with $\rho_{i,t} = \pi_\theta(o_{i,t}\mid q, o_{i,<t}) /
-# \pi_{\theta_{old}}(o_{i,t}\mid q, o_{i,<t})$.
+# with $\bar r$ and $\sigma_r$ the mean and standard deviation of the group's rewards,
+# $\rho_{i,t} = \pi_\theta(o_{i,t}\mid q, o_{i,<t}) /
+# \pi_{\theta_{\mathrm{old}}}(o_{i,t}\mid q, o_{i,<t})$ the policy ratio, $\varepsilon$
+# the clip range and $\eta$ the learning rate (the symbols are those of
+# {ref}`notation`).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -56,11 +63,12 @@ print_environment()
 # %%
 import copy
 import json
+import os
+import re
 import tempfile
 import time
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 import transformers
@@ -68,10 +76,12 @@ from IPython.display import Image, display
 
 from grpo_lib import evaluate
 from grpo_lib.advantages import group_advantages
-from grpo_lib.display import environment, show_source
+from grpo_lib.corpus import CorpusMix
+from grpo_lib.display import environment, say, show_source
 from grpo_lib.logprobs import sequence_logprobs
 from grpo_lib.losses import policy_loss
 from grpo_lib.models import load_model_and_tokenizer
+from grpo_lib.parsing import extract_answer
 from grpo_lib.plots import plot_run, read_metrics
 from grpo_lib.profiles import profile
 from grpo_lib.rewards import accuracy_reward, combine_rewards, format_reward
@@ -95,6 +105,7 @@ print(f"{MODEL_DIR.name}: {sum(p.numel() for p in model.parameters()):,} paramet
       f"{len(train_set):,} training and {len(test_set):,} held-out problems")
 
 # %% [markdown]
+# (ch07-one-step)=
 # ## One step by hand
 #
 # Before handing the loop to a trainer we take one step ourselves, on a copy of the
@@ -113,11 +124,13 @@ for r in rows:
     print(f"{r['question']:>22} = {r['answer']}")
 
 # %% [markdown]
-# **Rollout.** `generate` (chapter 6) repeats each prompt $G$ times contiguously and
-# samples at temperature 1:
+# **Rollout.** `generate` ({doc}`chapter 6 <06_rollouts>`) repeats each prompt $G$
+# times contiguously, so that rows $0..G-1$ are the first prompt's group, and decodes
+# them together at temperature 1 with the token loop of chapter 6:
 
 # %%
-show_source(generate, docstring=False)
+show_source(generate, start="texts, ids, mask = tokenize_prompts",
+            end="model.train(was_training)")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -132,12 +145,10 @@ print(f"{int(rollout.finished.sum())} of {B} stopped before {MAX_NEW} tokens")
 print("first completion:", rollout.texts[0])
 
 # %% [markdown]
-# **Rewards.** Chapter 3's rule rewards, combined as in R1-Zero: accuracy plus 0.1 times
-# format. Each reward function receives the dataset columns repeated to line up with
-# the completions.
-
-# %%
-show_source(combine_rewards)
+# **Rewards.** The rule rewards of {doc}`chapter 3 <03_rule_rewards>`, combined as in
+# R1-Zero by `combine_rewards` (chapter 3 shows it): accuracy plus 0.1 times format.
+# Each reward function receives the dataset columns repeated to line up with the
+# completions.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -151,12 +162,10 @@ print("rewards of each group (one row per prompt):")
 print(rewards.view(-1, G))  # [num_prompts, G]
 
 # %% [markdown]
-# **Credit.** `group_advantages` (chapter 2) centres each group on its mean and divides
-# by its standard deviation; a group whose rewards are all equal gets zeros and
-# contributes nothing to the gradient.
-
-# %%
-show_source(group_advantages, docstring=False)
+# **Credit.** `group_advantages` ({doc}`chapter 1 <01_two_plus_three_times_four>`
+# shows it) centres each group on its mean and divides by its standard deviation; a
+# group whose rewards are all equal gets zeros and contributes nothing to the
+# gradient.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -166,12 +175,10 @@ zero = (rewards.view(-1, G) == rewards.view(-1, G)[:, :1]).all(1)
 print(f"groups with zero reward variance: {int(zero.sum())} of {len(rows)}")
 
 # %% [markdown]
-# **Log-probabilities.** `sequence_logprobs` (chapter 4) runs the policy once over
-# prompt and completion and reads off $\log \pi_\theta(o_{i,t}\mid q, o_{i,<t})$ for
-# every completion token; padding positions are 0.
-
-# %%
-show_source(sequence_logprobs, docstring=False)
+# **Log-probabilities.** `sequence_logprobs` ({doc}`chapter 4 <04_causal_lm_shift>`
+# shows it) runs the policy once over prompt and completion and reads off
+# $\log \pi_\theta(o_{i,t}\mid q, o_{i,<t})$ for every completion token; padding
+# positions are 0.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -184,13 +191,17 @@ print("log pi(o_i | q), first group:", seq_logp[:G].detach())
 
 # %% [markdown]
 # **Loss.** With one pass per batch ($\mu = 1$) the sampling policy *is* the current
-# policy, so `old_logp=None` means $\pi_{\theta_{old}} = \pi_\theta$ detached: every
-# ratio is 1 and nothing is clipped, but the gradient of $\rho_{i,t}$ is still
-# $\nabla \log \pi_\theta$. `policy_loss` (chapter 2's surrogate with chapter 8's
-# aggregations) returns the loss and a few statistics:
+# policy, so `old_logp=None` means $\pi_{\theta_{\mathrm{old}}} = \pi_\theta$
+# detached: every ratio is 1 and nothing is clipped, but the gradient of
+# $\rho_{i,t}$ is still $\nabla \log \pi_\theta$. `policy_loss` puts the clipped
+# surrogate of {doc}`chapter 2 <02_objective>` per token, adds the KL penalty when
+# $\beta > 0$, and averages the tokens as `loss_type` says
+# ({doc}`chapter 8 <08_loss_variants>` compares the ways). The part that builds the
+# loss:
 
 # %%
-show_source(policy_loss, docstring=False)
+show_source(policy_loss, start="old_logp = logp.detach() if old_logp is None",
+            end="loss = aggregate_grpo(per_token_loss, mask)")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -201,11 +212,12 @@ print({k: round(v, 4) for k, v in stats.items()
 
 # %% [markdown]
 # The loss is (almost) zero, yet it has a gradient. That is not a bug: on-policy, the
-# per-token loss is $-A_i$, its mean over each completion's tokens is $-A_i$, and the
-# mean of group-normalised advantages is zero. What is not zero is its gradient,
-# $-\frac1G\sum_i \frac{A_i}{|o_i|}\sum_t \nabla\log\pi_\theta(o_{i,t})$. A case small
-# enough to check by hand: two completions of two and three tokens with advantages
-# $+1$ and $-1$.
+# per-token loss is $-\hat A_i$, its mean over each completion's tokens is
+# $-\hat A_i$, and the mean of group-normalised advantages is zero. What is not zero is
+# its gradient,
+# $-\frac1G\sum_i \frac{\hat A_i}{|o_i|}\sum_t \nabla\log\pi_\theta(o_{i,t})$.
+# A case small enough to check by hand: two completions of two and three tokens with
+# advantages $+1$ and $-1$.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -251,20 +263,31 @@ step_table.head(G)
 
 # %% [markdown]
 # One step moved the log-probability of (most) completions with a positive advantage
-# up and of those with a negative advantage down; the ones with $A_i = 0$ moved only
-# because they share parameters with the rest. That is all of GRPO: the rest is
+# up and of those with a negative advantage down; the ones with $\hat A_i = 0$ moved
+# only because they share parameters with the rest. That is all of GRPO: the rest is
 # doing it many times, with bookkeeping.
 #
 # ## The trainer
 #
-# `GRPOTrainer.train_step` runs exactly these stages: `_sample_batch` calls `generate`
-# and the reward functions, `group_advantages` gives the credit, and `_update` loops
-# over micro-batches calling `sequence_logprobs` and `policy_loss`, accumulates the
-# gradients, clips them and steps the optimizer and the learning-rate schedule. Around
-# it, it logs the metrics of each step.
+# `GRPOTrainer.train_step` runs exactly these stages. `_sample_batch` calls `generate`
+# and the reward functions; most of the rest of `train_step` computes the step's
+# metrics. The learning happens in these lines (`_deferred_sigint` lets a Ctrl-C
+# wait until the update is complete):
 
 # %%
-show_source(GRPOTrainer.train_step, docstring=False)
+show_source(GRPOTrainer.train_step, start="total = (rewards * self.reward_weights)",
+            end="self._last_batch = (rollout")
+
+# %% [markdown]
+# `_update` is the hand-made step above, split into micro-batches so that a large
+# batch fits in memory: each micro-batch's loss is scaled by its share of the rows
+# (`num_micro_batches=B / rows`), so the accumulated gradient is that of the whole
+# batch. After the loop it clips the gradient norm, and steps the optimizer and the
+# learning-rate schedule.
+
+# %%
+show_source(GRPOTrainer._update, start="for k, sl in enumerate(chunks):",
+            end="loss.backward()")
 
 # %% [markdown]
 # The configuration lives in `configs/r1_zero_arithmetic.yaml`; each key is a field of
@@ -298,7 +321,8 @@ print(pd.Series({k: str(getattr(cfg, k)) for k in shown}).to_string())
 # %% [markdown]
 # ## The harness before training
 #
-# The evaluation harness of chapter 5 on the first held-out problems: greedy decoding,
+# The evaluation harness of {doc}`chapter 5 <05_tiny_base_model>` on the first held-out
+# problems: greedy decoding,
 # strict accuracy (the answer inside `<answer>` tags must be right), lenient accuracy
 # (the last number in the text), format rate, language mixing and length.
 
@@ -317,8 +341,9 @@ before
 # `max_steps` steps of `per_step_prompts` $\times$ `num_generations` completions, as
 # printed above. Each step's metrics go to `metrics.csv`; every `sample_every` steps
 # that step's completions go to `samples.jsonl` and a few of the first group's are
-# printed; every `print_every` steps a one-line summary is printed. The cell measures the training time itself; on this machine's CPU
-# (one torch thread, shared with other jobs) it takes minutes, on a GPU well under one.
+# printed; every `print_every` steps a one-line summary is printed. The cell measures
+# the training time itself; on a CPU it takes minutes (the next table compares it with
+# the same config on a GPU).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -331,15 +356,46 @@ print(f"trained {trainer.step} steps in {train_seconds:.0f} s "
       f"{torch.get_num_threads()} torch thread(s) on {P.device}")
 
 # %% [markdown]
-# ## The curves
-#
-# `plot_run` reads `metrics.csv` and draws the standard panels: reward (total and per
-# function), accuracy and format rate of the sampled completions, their length,
-# the KL to the reference (not logged here: $\beta = 0$, no reference model), entropy,
-# and the clipping / truncation / zero-variance fractions.
+# Where does the time go? Every step logs how long its generation and its update
+# took. The same table for two runs of this config on an H100 GPU, stored in
+# `data/runs/` with their logs:
 
 # %%
-show_source(plot_run, docstring=False)
+# NBVAL_IGNORE_OUTPUT
+def step_times(run_dir, device):
+    m = read_metrics(run_dir)
+    return {"device": device, "steps": len(m), "training (s)": m.time_step.sum(),
+            "generation per step (s)": m.time_generate.mean(),
+            "update per step (s)": m.time_update.mean()}
+
+
+threads = torch.get_num_threads()
+times = {"this run": step_times(RUN_DIR, f"{P.device}, {threads} torch thread(s)")}
+for gpu_run in sorted((ROOT / "data" / "runs").glob("r1_zero_tiny_h100_seed*")):
+    card = (gpu_run / "README.md").read_text()  # its table names the device
+    device = re.search(r"^\| device \| (.+?) \|$", card, flags=re.M).group(1)
+    times[gpu_run.name] = step_times(gpu_run, device)
+times = pd.DataFrame(times).T
+gpu = times.drop("this run")
+say(f"On the H100 the {int(gpu.steps.iloc[0])} steps took "
+    f"{gpu['training (s)'].min():.0f}-{gpu['training (s)'].max():.0f} s, and "
+    f"{(gpu['generation per step (s)'] / gpu['update per step (s)']).mean():.0f} "
+    f"times longer to generate than to update: a model of a million parameters "
+    f"leaves the GPU idle while it decodes one token at a time. Here, on "
+    f"{times.loc['this run', 'device']}, the steps took "
+    f"{times.loc['this run', 'training (s)']:.0f} s.")
+times
+
+# %% [markdown]
+# (ch07-curves)=
+# ## The curves
+#
+# `plot_run` reads `metrics.csv` and draws the standard panels: reward, accuracy and
+# format rate of the sampled completions, their length, entropy, and the clipping /
+# truncation / zero-variance fractions. It leaves out what the run did not log: with
+# $\beta = 0$ there is no reference model and no KL, and a line that is 0 at every
+# step is named in its panel's legend instead of drawn (with $\mu = 1$ every ratio is
+# 1, so nothing is ever clipped).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -361,6 +417,11 @@ for col, label in [("reward", "reward"), ("accuracy", "accuracy (sampled)"),
                    ("truncated_frac", "truncated completions")]:
     print(f"{label:>28}: first {k} steps {first[col]:7.3f} -> last {k} steps "
           f"{last[col]:7.3f}")
+rolling = m.rolling(k, min_periods=1).mean(numeric_only=True)  # k-step means
+for col, level in [("format_rate", 0.95), ("accuracy", 0.8)]:
+    hit = m.step[rolling[col] >= level]
+    where = f"step {int(hit.iloc[0])}" if len(hit) else "never"
+    print(f"{k}-step mean of {col} first >= {level}: {where}")
 peak = m.loc[m["zero_std_frac"].idxmax()]
 print(f"zero-variance groups peak at {peak.zero_std_frac:.2f} (step {int(peak.step)})")
 print(f"time per step: generation {m.time_generate.mean():.1f} s, update "
@@ -371,20 +432,24 @@ print(f"time per step: generation {m.time_generate.mean():.1f} s, update "
 #
 # - **Format is learned first.** The format reward is worth only 0.1, but it is the
 #   easiest thing to change: early in the run nearly every sampled completion closes
-#   its tags, and the format rate stays near 1 from then on.
+#   its tags (the printout gives the step at which the format rate's 10-step mean
+#   passes 0.95), and the format rate stays near 1 from then on, while the accuracy
+#   keeps climbing.
 # - **Accuracy follows more slowly, and noisily**: each step sees a fresh batch of
 #   prompts, some harder than others, so the per-step accuracy jumps around its trend;
-#   the mistakes that remain are the ones the pretraining corpus taught (left-to-right
-#   evaluation), which need many groups where the right and the wrong order compete.
+#   the base model's arithmetic mistakes are the ones its pretraining corpus taught
+#   (left-to-right evaluation), which need many groups where the right and the wrong
+#   order compete.
 # - **Zero-variance groups grow as the model improves.** When all $G$ completions of a
 #   prompt are right, the group's advantages are all zero and it teaches nothing. The
 #   share of such groups is the run's wasted compute, and it is the problem that DAPO's
-#   dynamic sampling addresses (chapter 9).
+#   dynamic sampling addresses ({doc}`chapter 9 <09_failure_modes>`).
 # - **Length and entropy.** Completions do not grow long here: an arithmetic trace has
 #   a natural length, and nothing in the reward pays for more. The entropy stays low
 #   because the base model was already confident about most tokens; RL sharpens it
 #   further.
 #
+# (ch07-after)=
 # ## The harness after training
 #
 # The same problems, the same greedy decoding:
@@ -400,7 +465,10 @@ table["change"] = table["after"] - table["before"]
 table
 
 # %% [markdown]
-# The issue's acceptance criteria for this chapter, checked on the numbers above:
+# This chapter's run was sized for a laptop CPU, with targets set in advance: at least
+# 0.85 held-out strict accuracy and a format rate of at least 0.95, measured on at
+# least 500 held-out problems, after at most ten minutes of training. Checked on the
+# numbers above:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -430,11 +498,13 @@ config_json = json.loads((RUN_DIR / "config.json").read_text())
 config_json["output_dir"] = f"data/runs/{RUN_DIR.name}"  # repo-relative, not this disk
 (RUN_DIR / "config.json").write_text(json.dumps(config_json, indent=2))
 env = environment()
+omp = os.environ.get("OMP_NUM_THREADS")
+prefix = f"OMP_NUM_THREADS={omp} " if omp else ""
 readme = f"""# {RUN_DIR.name}: R1-Zero on arithmetic from tiny-qwen2-base
 
 Written by `chapters/07_full_loop.ipynb` (profile `{P.name}`), executed with
 
-    OMP_NUM_THREADS=1 python scripts/run_notebook.py chapters/07_full_loop.py \\
+    {prefix}python scripts/run_notebook.py chapters/07_full_loop.py \\
         --profile {P.name} --timeout 2400
 
 Config: `configs/r1_zero_arithmetic.yaml` with the overrides
@@ -447,6 +517,8 @@ Config: `configs/r1_zero_arithmetic.yaml` with the overrides
 ({train_seconds / trainer.step:.1f} s/step), measured in the notebook cell
 - held-out harness (greedy, first {EVAL_N} test problems), before -> after:
   strict accuracy {before.loc['greedy'].strict_acc:.3f} -> {greedy.strict_acc:.3f},
+  lenient accuracy {before.loc['greedy'].lenient_acc:.3f} -> \
+{greedy.lenient_acc:.3f},
   format rate {before.loc['greedy'].format_rate:.3f} -> {greedy.format_rate:.3f},
   language mixing {before.loc['greedy'].lang_mix_rate:.3f} -> \
 {greedy.lang_mix_rate:.3f}
@@ -459,12 +531,14 @@ No model checkpoint is stored.
 print(sorted(p.name for p in RUN_DIR.iterdir()))
 
 # %% [markdown]
+# (ch07-breakdown)=
 # ### Where did the accuracy come from?
 #
 # The test set records, for each problem, whether operator precedence matters (whether
 # evaluating left to right would give a different answer), whether it has parentheses,
 # and how many operands it has. The per-sample results of the harness, joined with
-# those columns:
+# those columns (strict accuracy needs the answer inside the tags, lenient accuracy
+# takes the last number in the text):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -475,16 +549,17 @@ meta = test_set.select(range(EVAL_N)).to_pandas()[
 def by_kind(samples, column):
     s = samples[samples["mode"] == "greedy"].join(meta, on="prompt_index")
     s["kind"] = s[column]
-    return s.groupby("kind").agg(n=("correct", "size"), strict_acc=("correct", "mean"),
-                                 format_rate=("formatted", "mean"))
+    return s.groupby("kind").agg(n=("correct", "size"), strict=("correct", "mean"),
+                                 lenient=("lenient_correct", "mean"),
+                                 format=("formatted", "mean"))
 
 
 pieces = []
 for column in ("precedence_matters", "has_parens", "num_operands"):
     b, a = by_kind(before_samples, column), by_kind(after_samples, column)
-    part = pd.DataFrame({"n": b.n, "acc before": b.strict_acc,
-                         "acc after": a.strict_acc, "format before": b.format_rate,
-                         "format after": a.format_rate})
+    part = pd.DataFrame({"n": b.n, "strict before": b.strict, "strict after": a.strict,
+                         "lenient before": b.lenient, "lenient after": a.lenient,
+                         "format before": b.format, "format after": a.format})
     part.index = [f"{column}={v}" for v in part.index]
     pieces.append(part)
 breakdown = pd.concat(pieces)
@@ -492,27 +567,122 @@ breakdown
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-for kind in ("precedence_matters=True", "precedence_matters=False",
-             "has_parens=True", "has_parens=False"):
-    r = breakdown.loc[kind]
-    print(f"{kind:>24} (n={int(r.n):>3}): strict acc {r['acc before']:.3f} -> "
-          f"{r['acc after']:.3f}, format {r['format before']:.3f} -> "
-          f"{r['format after']:.3f}")
+def row(kind):
+    return breakdown.loc[kind] if kind in breakdown.index else None
+
+
+pm, pp = row("precedence_matters=True"), row("has_parens=True")
+if pm is not None and pp is not None:
+    say(f"The base model's failures were not spread evenly, and two rows of the table "
+        f"tell two stories. Where precedence matters, the base model mostly kept its "
+        f"format ({pm['format before']:.2f}) but lost the answer to its left-to-right "
+        f"habit (strict {pm['strict before']:.2f}); after training, strict "
+        f"{pm['strict after']:.2f}: that row's gain is arithmetic. On parenthesised "
+        f"problems the base model wrote the tags the strict way in "
+        f"{pp['format before']:.2f} of its answers, so its "
+        f"strict accuracy there was {pp['strict before']:.2f} although the last "
+        f"number it wrote was right in {pp['lenient before']:.2f}; after training, "
+        f"strict {pp['strict after']:.2f}: much of that row's gain is format. This is "
+        f"why the harness reports lenient accuracy next to strict accuracy: the gap "
+        f"between them is the share of right answers lost to format.")
 
 # %% [markdown]
-# The base model's failures were not spread evenly, and the two columns tell two
-# stories. Where precedence matters, the base model mostly kept its format but lost the
-# answer to its left-to-right habit: that row's gain is arithmetic. On parenthesised
-# problems the base model almost never closed its tags the strict way, so its strict
-# accuracy there was near zero whatever its arithmetic: much of that row's gain is
-# format. This is why the harness reports lenient accuracy next to strict accuracy
-# (the table in 7.6): the gap between them is the share of right answers lost to
-# format.
+# (ch07-two-operands)=
+# ### Two-operand problems
+#
+# One row of the table needs a closer look: the problems with two operands, such as
+# `9 + 4`, where the whole answer is one fact.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+two = row("num_operands=2")
+if two is not None:
+    lost = two["lenient after"] < two["lenient before"]
+    say(f"On the {int(two.n)} two-operand problems, strict accuracy went from "
+        f"{two['strict before']:.3f} to {two['strict after']:.3f}, and lenient "
+        f"accuracy from {two['lenient before']:.3f} to {two['lenient after']:.3f}"
+        + (": the trained model gets some wrong whose right number the base model "
+           "wrote." if lost else "."))
+
+# %% [markdown]
+# The base model wrote many of its answers to these problems without the tags
+# (`9 + 4 = 13. The answer is 13.`), which strict accuracy counts as wrong; the trained
+# model writes every answer inside them. To see what the base model knows *inside* the
+# tags, make it start its answer with `<think>` and let it continue greedily. The
+# problems on which the trained model, or the base model made to write `<think>`, is
+# wrong:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+base_model, _ = load_model_and_tokenizer(MODEL_DIR, device=P.device)  # untrained
+greedy_before = before_samples[before_samples["mode"] == "greedy"].set_index(
+    "prompt_index")
+greedy_after = after_samples[after_samples["mode"] == "greedy"].set_index(
+    "prompt_index")
+two_ops = meta.index[meta.num_operands == 2]
+questions = [test_set[int(i)]["question"] for i in two_ops]
+right = [test_set[int(i)]["answer"] for i in two_ops]
+think_prompts = [tok.apply_chat_template(chat_prompt(q), tokenize=False,
+                                         add_generation_prompt=True) + "<think>"
+                 for q in questions]  # raw text: generate uses it as it is
+forced = generate(base_model, tok, think_prompts, do_sample=False,
+                  max_new_tokens=cfg.max_completion_length)
+forced_texts = ["<think>" + t for t in forced.texts]
+probe = pd.DataFrame({
+    "question": questions, "answer": right,
+    "base": greedy_before.loc[two_ops, "completion"].to_numpy(),
+    "base, made to write <think>": forced_texts,
+    "trained": greedy_after.loc[two_ops, "completion"].to_numpy(),
+    "base <think> right": [a == 1.0 for a in accuracy_reward(forced_texts,
+                                                             answer=right)],
+    "trained right": greedy_after.loc[two_ops, "correct"].to_numpy(),
+}, index=two_ops)
+probe[~probe["trained right"] | ~probe["base <think> right"]]
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+untagged = ~greedy_before.loc[two_ops, "formatted"]
+wrong_after = probe[~probe["trained right"]]
+also_wrong = wrong_after[~wrong_after["base <think> right"]]
+same = sum(extract_answer(a, strict=True) == extract_answer(b, strict=True)
+           for a, b in zip(also_wrong["trained"],
+                           also_wrong["base, made to write <think>"]))
+share_train = (train_set.to_pandas().num_operands == 2).mean()
+seen = trainer.step * cfg.per_step_prompts
+say(f"The base model answered {int(untagged.sum())} of the {len(probe)} two-operand "
+    f"problems without the tags, and the number it wrote was right in "
+    f"{int(greedy_before.loc[two_ops][untagged]['lenient_correct'].sum())} of them. "
+    f"Made to start with `<think>`, it gets {probe['base <think> right'].mean():.3f} "
+    f"of the {len(probe)} right; the trained model gets "
+    f"{probe['trained right'].mean():.3f}. Of the {len(wrong_after)} the trained "
+    f"model gets wrong, the base model made to write `<think>` gets {len(also_wrong)} "
+    f"wrong as well ({same} with the same wrong answer). Two-operand problems are "
+    f"{share_train:.1%} of the training problems, so the run's {seen:,} prompts held "
+    f"about {share_train * seen:.0f} of them; the pretraining corpus, written from the "
+    f"same training problems, answered {CorpusMix().format_rate:.0%} of its "
+    f"two-operand and parenthesised problems in a broken format.")
+
+# %% [markdown]
+# So RL did not unlearn these facts: the wrong answers were there before training,
+# one prompt away. The base model has two ways to answer `9 + 4`, and they do not know
+# the same facts. Written without tags, the one-step answer is right; written inside
+# `<think>`, a few are wrong, because a one-step answer inside the tags was rare in its
+# corpus: two-operand problems are few among the training problems the corpus was
+# written from, and {doc}`chapter 5 <05_tiny_base_model>` made most of those few come
+# in a broken format. The format reward moved every answer into the tagged way, which
+# is what it pays for, and on two-operand problems the move brought the tagged way's
+# wrong facts along. Strict accuracy counts the gain in format; lenient accuracy shows
+# the facts that the move lost. Training did repair a tagged-way error (the table has
+# one that the trained model gets right), but it had few occasions: the accuracy reward
+# corrects an answer only on the prompts the run samples, and two-operand prompts were
+# a handful in the whole run. A rule reward teaches what the training prompts
+# exercise; a held-out category that training barely covers is where to look for a
+# regression, and it shows only in a breakdown like the one above.
 #
 # ### The `2 + 3 * 4` group again
 #
-# The first group of 7.1 was the base model's answers to $2 + 3 \cdot 4$. The same
-# prompt, the same seed, after training:
+# The first group of {ref}`ch07-one-step` was the base model's answers to
+# $2 + 3 \cdot 4$. The same prompt, the same seed, after training:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -524,43 +694,53 @@ group = pd.DataFrame({
     "after": after_rollout.texts, "reward after": after_rewards,
     "advantage after": group_advantages(after_rewards, G).tolist(),
 })
-n_right = sum(accuracy_reward(after_rollout.texts, answer=["14"] * G))
+n_right = int(sum(accuracy_reward(after_rollout.texts, answer=["14"] * G)))
+distinct = (len(set(rollout.texts[:G])), len(set(after_rollout.texts)))
 print(f"right before: {int(sum(parts['accuracy_reward'][:G]))} of {G}; right after: "
-      f"{int(n_right)} of {G}; distinct completions after: "
-      f"{len(set(after_rollout.texts))}")
+      f"{n_right} of {G}; distinct completions {distinct[0]} before, "
+      f"{distinct[1]} after")
+if len(set(after_rewards)) == 1:
+    say("After training the group's rewards are all equal, so its advantages are all "
+        "zero: the model has learned this prompt, and it no longer contributes a "
+        "gradient.")
+else:
+    say("After training the group's rewards still differ, so the prompt still "
+        "contributes a gradient.")
+if distinct[1] < distinct[0]:
+    say("The diversity shrinks too: the completions collapse onto fewer traces, the "
+        "sharpening that the falling entropy in the curves above showed.")
 group
 
 # %% [markdown]
-# When all $G$ answers after training are right and well formatted, the group's
-# rewards are equal and its advantages are all zero: the model has learned this
-# prompt, and it no longer contributes a gradient. The diversity is gone too: the
-# completions collapse onto one trace, the sharpening that the falling entropy in 7.5
-# showed.
-#
 # ## What RL did not fix
 #
-# The base model's corpus mixes Chinese words into some reasoning traces (chapter 5).
-# Nothing in the reward looks at the language of the `<think>` block, so nothing
-# pushes it away:
+# The base model's corpus mixes Chinese words into some reasoning traces
+# ({doc}`chapter 5 <05_tiny_base_model>`). Nothing in the reward looks at the language
+# of the `<think>` block, so nothing pushes it away:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(f"language mixing (greedy, held-out): {before.loc['greedy'].lang_mix_rate:.3f} "
-      f"before -> {greedy.lang_mix_rate:.3f} after")
+mix_before, mix_after = before.loc["greedy"].lang_mix_rate, greedy.lang_mix_rate
+print(f"language mixing (greedy, held-out): {mix_before:.3f} before -> "
+      f"{mix_after:.3f} after")
 mixed = after_samples[(after_samples["mode"] == "greedy") & after_samples["lang_mixed"]]
 if len(mixed):
-    row = mixed.iloc[0]
-    print(f"e.g. {row.question} -> {row.completion}  (correct: {bool(row.correct)})")
+    example = mixed.iloc[0]
+    print(f"e.g. {example.question} -> {example.completion}  "
+          f"(correct: {bool(example.correct)})")
+if mix_after > mix_before:
+    say("Here the mixing even grew.")
 
 # %% [markdown]
 # A completion can be right, well formatted and still mix languages: a reward that
 # does not measure a behaviour neither rewards nor punishes it. Mixing can even grow:
 # a right answer with a Chinese trace gets the same positive advantage as a right
 # answer with an English one, so whatever habit co-occurs with right answers is
-# reinforced along with them. DeepSeek saw the same
-# in R1-Zero ("poor readability, and language mixing") and added a
-# language-consistency reward in R1's RL stage {cite}`deepseekai2025r1`; chapter 11
-# does the same here.
+# reinforced along with them. DeepSeek saw the same in R1-Zero ("poor readability, and
+# language mixing") and added a language-consistency reward in R1's RL stage
+# {cite}`deepseekai2025r1`; chapter 3 wrote such a reward
+# (`language_consistency_reward`), and a later part of the book (in preparation)
+# trains with it.
 #
 # ## Summary
 #
@@ -569,26 +749,30 @@ if len(mixed):
 # - On-policy, the loss value is about zero; its gradient is not.
 # - R1-Zero on the tiny base model raises held-out accuracy and format with two rule
 #   rewards and no SFT; the harness, not the training reward, is the measurement.
+# - The format reward moves every answer into the tagged way of answering; where the
+#   base model's facts differ between its two ways (two-operand problems), strict
+#   accuracy hides what lenient accuracy shows.
 # - Groups whose completions all agree stop teaching; their share grows as the model
 #   improves.
 # - What is not rewarded is not fixed: language mixing survives RL.
 #
 # ## Exercises
 #
-# Stubs to fill in, each checked by a function from `grpo_lib.exercises`. As committed,
-# the stubs raise `NotImplementedError` and the cell prints a hint; solutions are in
-# the appendix (`book/solutions/ch07.md`).
+# Stubs to fill in, each checked by a function from `grpo_lib.exercises.ch07`. As
+# committed, the stubs raise `NotImplementedError` and the cell prints a hint;
+# solutions are in the appendix, {doc}`../book/solutions/ch07`.
 #
 # **7.1 — From rewards to loss.** Write `my_grpo_loss(logp, rewards, mask, G)`: given
 # the per-token log-probs `logp` `[B, C]` (with gradient), the rewards `[B]` of
 # contiguous groups of size `G` and the completion mask `[B, C]`, return the on-policy
 # GRPO loss (a scalar): group advantages with the sample standard deviation and
-# $\varepsilon = 10^{-4}$, ratio $\rho = \exp(\log\pi - \operatorname{sg}(\log\pi))$,
-# per-token loss $-\rho A_i$, mean over each completion's tokens, mean over
-# completions. Use only `torch`. The checker compares value *and* gradient.
+# $\epsilon_{\mathrm{std}} = 10^{-4}$, ratio
+# $\rho = \exp(\log\pi_\theta - \operatorname{sg}(\log\pi_\theta))$, per-token loss
+# $-\rho \hat A_i$, mean over each completion's tokens, mean over completions. Use only
+# `torch`. The checker compares value *and* gradient.
 
 # %%
-from grpo_lib.exercises import check_first_step_above, check_grpo_loss
+from grpo_lib.exercises.ch07 import check_first_step_above, check_grpo_loss
 
 
 def my_grpo_loss(logp, rewards, mask, G):
@@ -599,9 +783,9 @@ def my_grpo_loss(logp, rewards, mask, G):
 try:
     check_grpo_loss(my_grpo_loss)
 except NotImplementedError:
-    print("Not implemented yet: r = rewards.view(-1, G); A = (r - mean) / (std + 1e-4) "
-          "per row; ratio = exp(logp - logp.detach()); average -ratio * A over each "
-          "row's masked tokens, then over rows.")
+    print("Not implemented yet. Hint: one row per group makes the advantages easy; "
+          "then ask what must stay attached to the graph for the ratio, which is 1, "
+          "to still have a gradient.")
 
 # %% [markdown]
 # **7.2 — Reading a log.** Write `my_first_step_above(metrics, column, threshold)`:
@@ -620,12 +804,13 @@ try:
     check_first_step_above(my_first_step_above)
     print(my_first_step_above(read_metrics(RUN_DIR), "zero_std_frac", 0.5))
 except NotImplementedError:
-    print("Not implemented yet: filter the rows where metrics[column] > threshold, "
-          "sort by step, return the first step as an int (None if there is none).")
+    print("Not implemented yet. Hint: pandas can select rows by a condition; think "
+          "about what a log that was resumed, or is not sorted, does to 'the first'.")
 
 # %% [markdown]
-# **7.3 — Think.** (a) In 7.1 the loss printed as about $0$. Would it still be about
-# $0$ with `scale_rewards="none"`? With `loss_type="dr_grpo"`? (b) Late in the run most
-# groups have zero variance. Suggest two changes to the data or the sampling that would
-# keep the gradient informative, and say what each costs. (c) The format reward has
-# weight 0.1. Give one reason why a much larger weight could lower the final accuracy.
+# **7.3 — Think.** (a) In {ref}`ch07-one-step` the loss printed as about $0$. Would it
+# still be about $0$ with `scale_rewards="none"`? With `loss_type="dr_grpo"`? (b) Late
+# in the run most groups have zero variance. Suggest two changes to the data or the
+# sampling that would keep the gradient informative, and say what each costs. (c) The
+# format reward has weight 0.1. Give one reason why a much larger weight could lower
+# the final accuracy.
