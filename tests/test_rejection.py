@@ -1,0 +1,219 @@
+"""Tests for grpo_lib.rejection: the filters on hand-written candidates with known
+yields, the per-prompt cap, the random control, the SFT rows, argument checks, and one
+end-to-end sampling call on a tiny random Qwen2 (structure only)."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pandas as pd
+import pytest
+
+from grpo_lib.models import build_tokenizer, random_model
+from grpo_lib.rejection import (
+    DEFAULT_FILTERS,
+    YIELD_COLUMNS,
+    add_rejection_parser,
+    apply_filters,
+    cap_per_prompt,
+    normalise_completion,
+    random_control,
+    sample_candidates,
+    score_candidates,
+    to_sft_rows,
+)
+from grpo_lib.sft import read_jsonl, write_jsonl
+
+ROWS = [
+    {"question": "2 + 3 * 4", "answer": "14"},
+    {"question": "5 - 1", "answer": "4"},
+    {"question": "7 * 2", "answer": "14"},
+]
+K = 4
+# (completion, length in tokens, finished); what drops it, if anything
+CANDIDATES = [
+    # prompt 0: 2 + 3 * 4 = 14
+    ("<think> 3 * 4 = 12, 2 + 12 = 14 </think> <answer> 14 </answer>", 20, True),
+    ("<think> 2 + 3 = 5, 5 * 4 = 20 </think> <answer> 20 </answer>", 20, True),  # wrong
+    ("<think> 3 * 4 = 12, 然后 2 + 12 = 14 </think> <answer> 14 </answer>", 22,
+     True),  # Chinese
+    ("<think> 2 + 3 = 5? Wait, * first. 3 * 4 = 12, 2 + 12 = 14 </think> "
+     "<answer> 14 </answer>", 30, True),  # kept, but longer: the cap drops it
+    # prompt 1: 5 - 1 = 4
+    ("<think> 5 - 1 = 4 </think> <answer> 4 </answer>", 12, True),
+    ("<think> 5 - 1 =  4 </think>\n<answer> 4 </answer>", 13, True),  # duplicate
+    ("5 - 1 = 4 <answer> 4 </answer>", 10, True),  # no think block
+    ("<think> 5 - 1 = 4, 5 - 1 = 4, 5 - 1 = 4, 5 - 1 = 4 </think> "
+     "<answer> 4 </answer>", 28, True),  # repetitive
+    # prompt 2: 7 * 2 = 14
+    ("<think> 7 * 2 = 14 </think> <answer> 14 </answer>", 16, False),  # truncated
+    ("7 * 2 = 14", 8, True),  # no answer tag: not strictly correct
+    ("<think> 7 * 2 = 9 </think> <answer> 9 </answer>", 14, True),  # wrong
+    ("", 1, True),  # empty
+]
+EXPECTED_KEPT = {"correct": 8, "formatted": 7, "single_language": 6,
+                 "non_repetitive": 5, "not_truncated": 4, "deduplicate": 3,
+                 "capped": 2}
+
+
+@pytest.fixture()
+def candidates() -> pd.DataFrame:
+    texts, lengths, finished = zip(*CANDIDATES)
+    return score_candidates(ROWS, K, texts, lengths=lengths, finished=finished)
+
+
+def test_score_candidates_layout(candidates):
+    assert len(candidates) == len(ROWS) * K
+    assert candidates["prompt_index"].tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert candidates["sample_index"].tolist() == [0, 1, 2, 3] * 3
+    assert candidates["question"].tolist()[4] == "5 - 1"
+    for column in ("answer", "completion", "correct", "formatted", "lang_mixed",
+                   "repetitive", "length", "truncated"):
+        assert column in candidates
+
+
+def test_each_filter_removes_what_it_names(candidates):
+    kept, yields = apply_filters(candidates, max_per_prompt=1)
+    assert list(yields.columns) == YIELD_COLUMNS
+    assert list(yields.index) == ["sampled", *DEFAULT_FILTERS, "capped"]
+    assert yields.loc["sampled"].tolist() == [12, 0, 1.0, 1.0, 3]
+    previous = 12
+    for stage, n in EXPECTED_KEPT.items():
+        row = yields.loc[stage]
+        assert row["kept"] == n and row["dropped"] == previous - n, stage
+        assert row["kept / sampled"] == pytest.approx(n / 12)
+        assert row["kept / previous"] == pytest.approx(n / previous)
+        previous = n
+    assert yields.loc["not_truncated", "prompts"] == 2  # prompt 2 has nothing left
+    # the shortest of prompt 0's two survivors and prompt 1's first copy
+    assert kept.index.tolist() == [0, 4]
+    assert kept["sample_index"].tolist() == [0, 0]
+
+
+def test_without_cap_the_survivors_keep_their_order(candidates):
+    kept, yields = apply_filters(candidates)
+    assert kept.index.tolist() == [0, 3, 4]
+    assert "capped" not in yields.index
+
+
+def test_a_subset_of_filters(candidates):
+    kept, yields = apply_filters(candidates, filters=("correct", "deduplicate"))
+    assert list(yields.index) == ["sampled", "correct", "deduplicate"]
+    assert yields["kept"].tolist() == [12, 8, 7]
+
+
+def test_deduplicate_is_per_prompt():
+    same = "<think> 7 * 2 = 14 </think> <answer> 14 </answer>"
+    c = score_candidates([ROWS[0], ROWS[2]], 2, [same, same, same, same.upper()])
+    kept, yields = apply_filters(c, filters=("deduplicate",))
+    assert kept["prompt_index"].tolist() == [0, 1]  # one copy for each prompt
+    assert normalise_completion(" a \n b ") == normalise_completion("A b")
+
+
+def test_cap_keeps_the_shortest_and_breaks_ties_by_sample(candidates):
+    capped = cap_per_prompt(candidates, 2)
+    # prompt 0: lengths 20, 20, 22, 30 -> samples 0, 1 (tie at 20: the earlier first)
+    assert capped.index.tolist() == [0, 1, 4, 6, 9, 11]
+    no_lengths = score_candidates(ROWS[:1], 2, ["a long one", "short"])
+    assert cap_per_prompt(no_lengths, 1)["completion"].tolist() == ["short"]
+    with pytest.raises(ValueError, match="max_per_prompt"):
+        apply_filters(candidates, max_per_prompt=0)
+
+
+def test_unknown_lengths_and_finish_count_as_not_truncated():
+    c = score_candidates(ROWS[:1], 1, [CANDIDATES[0][0]])
+    kept, _ = apply_filters(c)
+    assert len(kept) == 1
+
+
+def test_filters_never_raise_on_malformed_completions():
+    junk = ["", "<answer>", "</answer><answer>", "<think>" * 500, "1" * 3000, "\x00"]
+    c = score_candidates(ROWS[:1], len(junk), junk)
+    kept, yields = apply_filters(c)
+    assert len(kept) == 0 and yields.loc["correct", "kept"] == 0
+    assert pd.isna(yields.loc["formatted", "kept / previous"])  # 0 / 0
+
+
+def test_random_control_size_determinism_and_no_filter(candidates):
+    a = random_control(candidates, 5, seed=3)
+    b = random_control(candidates, 5, seed=3)
+    assert len(a) == 5 and a.index.tolist() == b.index.tolist()
+    assert a.index.is_monotonic_increasing and a.index.is_unique
+    draws = {tuple(random_control(candidates, 5, seed=s).index) for s in range(20)}
+    assert len(draws) > 1
+    assert len(random_control(candidates, 12, seed=0)) == 12  # all of them
+    assert len(random_control(candidates, 0, seed=0)) == 0
+    with pytest.raises(ValueError, match="between 0 and the number of candidates"):
+        random_control(candidates, 13)
+
+
+def test_to_sft_rows_is_trl_conversational(candidates, tmp_path):
+    kept, _ = apply_filters(candidates)
+    rows = to_sft_rows(kept)
+    assert len(rows) == 3
+    assert rows[0] == {
+        "messages": [
+            {"role": "user", "content": "What is 2 + 3 * 4?"},
+            {"role": "assistant", "content": CANDIDATES[0][0]},
+        ],
+        "question": "2 + 3 * 4", "answer": "14", "source": "rejection_sampling",
+    }
+    path = write_jsonl(rows, tmp_path / "rs.jsonl")
+    assert read_jsonl(path) == json.loads(json.dumps(rows))
+    with pytest.raises(ValueError, match="lacks the column"):
+        to_sft_rows(kept.drop(columns="completion"))
+
+
+def test_bad_arguments(candidates):
+    with pytest.raises(ValueError, match="k \\(samples per prompt\\)"):
+        score_candidates(ROWS, 0, [])
+    with pytest.raises(ValueError, match="rows is empty"):
+        score_candidates([], 1, [])
+    with pytest.raises(ValueError, match="lack the column"):
+        score_candidates([{"q": "1 + 1"}], 1, ["x"])
+    with pytest.raises(ValueError, match="got 2 completions for 3 prompts x k=1"):
+        score_candidates(ROWS, 1, ["a", "b"])
+    with pytest.raises(ValueError, match="unknown filter.*'kind'"):
+        apply_filters(candidates, filters=("correct", "kind"))
+    with pytest.raises(ValueError, match="wrap it"):
+        apply_filters(candidates, filters="correct")
+    with pytest.raises(ValueError, match="candidates is empty"):
+        apply_filters(candidates.iloc[:0])
+    with pytest.raises(ValueError, match="lack the column"):
+        apply_filters(candidates.drop(columns="lang_mixed"))
+
+
+# ------------------------------------------------------------------ end to end, tiny
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tok = build_tokenizer()
+    return random_model(tok, size="micro", seed=0), tok
+
+
+def test_sample_candidates_on_a_tiny_model(tiny):
+    model, tok = tiny
+    kw = dict(temperature=1.0, max_new_tokens=5, batch_size=4, seed=1)
+    c = sample_candidates(model, tok, ROWS[:2], 3, **kw)
+    assert len(c) == 2 * 3
+    assert c.columns[:3].tolist() == ["prompt_index", "sample_index", "question"]
+    assert c["prompt_index"].tolist() == [0, 0, 0, 1, 1, 1]
+    assert c["answer"].tolist() == ["14"] * 3 + ["4"] * 3
+    assert c["length"].between(1, 5).all()
+    again = sample_candidates(model, tok, pd.DataFrame(ROWS[:2]), 3, **kw)
+    assert again["completion"].tolist() == c["completion"].tolist()
+    kept, yields = apply_filters(c)  # gibberish: structure only
+    assert yields.loc["sampled", "kept"] == 6
+    with pytest.raises(ValueError, match="k \\(samples per prompt\\)"):
+        sample_candidates(model, tok, ROWS, 0)
+    with pytest.raises(ValueError, match="rows is empty"):
+        sample_candidates(model, tok, [], 2)
+
+
+def test_cli_parser_defaults():
+    parser = argparse.ArgumentParser()
+    add_rejection_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["rejection-sample", "--model", "m"])
+    assert args.k == 16 and args.split == "train" and args.max_per_prompt is None
+    assert callable(args.func)
