@@ -5,8 +5,8 @@ reasoning-RL checkpoint, keeps only the correct ones, and filters out chains of 
 with mixed languages, long paragraphs and code blocks; about 600k reasoning samples
 survive and go into the second round of supervised fine-tuning. Here the steps are:
 
-1. :func:`sample_candidates` draws ``k`` completions per prompt (R1's recipe: 16) with
-   the book's sampler and scores each one with the evaluation harness
+1. :func:`sample_candidates` draws ``k`` completions per prompt (the paper does not
+   say how many; the default here is 16) with the book's sampler and scores each one with the evaluation harness
    (:func:`grpo_lib.evaluation.score_completions`), so "correct" means exactly what it
    means in every accuracy number of the book;
 2. :func:`apply_filters` keeps the candidates that pass every filter of
@@ -48,7 +48,8 @@ __all__ = [
 ]
 
 SAMPLES_PER_PROMPT = 16
-"""R1's recipe: 16 samples per prompt, of which the correct, readable ones are kept."""
+"""Samples drawn per prompt by default. R1 samples "multiple responses" per prompt and
+keeps the correct, readable ones; the paper gives no number."""
 
 
 def _is_true(column: pd.Series) -> pd.Series:
@@ -235,7 +236,7 @@ def cap_per_prompt(kept: pd.DataFrame, max_per_prompt: int) -> pd.DataFrame:
     """At most ``max_per_prompt`` samples per prompt: the **shortest** ones.
 
     Among samples that all passed the filters, R1 prefers concise, readable answers,
-    and "16 samples, keep the best" reads here as "keep the shortest correct one":
+    and "keep the best" reads here as "keep the shortest correct one":
     length is in tokens (``length``), or characters where it is unknown; ties go to
     the earlier sample. The price: a short trace may skip a check a longer one made,
     so the cap is off by default. The result keeps the candidates' order.
