@@ -6,9 +6,9 @@ with mixed languages, long paragraphs and code blocks; about 600k reasoning samp
 survive and go into the second round of supervised fine-tuning. Here the steps are:
 
 1. :func:`sample_candidates` draws ``k`` completions per prompt (the paper does not
-   say how many; the default here is 16) with the book's sampler and scores each one with the evaluation harness
-   (:func:`grpo_lib.evaluation.score_completions`), so "correct" means exactly what it
-   means in every accuracy number of the book;
+   say how many; the default here is 16) with the book's sampler and scores each one
+   with the evaluation harness (:func:`grpo_lib.evaluation.score_completions`), so
+   "correct" means exactly what it means in every accuracy number of the book;
 2. :func:`apply_filters` keeps the candidates that pass every filter of
    :data:`DEFAULT_FILTERS`, in order, then optionally at most ``max_per_prompt`` per
    prompt, and returns a yield table that shows what each stage removed;
