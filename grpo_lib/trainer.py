@@ -20,11 +20,13 @@ One training *step* (DeepSeekMath, Shao et al. 2024, Algorithm 1, with TRL's nam
 "Algorithm = credit assigner + loss": step 3 and step 5 are separate functions, and
 ``scale_rewards`` / ``loss_type`` choose each independently.
 
-Around the loop: per-step metrics in ``output_dir/metrics.csv``, sample completions in
-``output_dir/samples.jsonl`` (and a compact printout) every ``sample_every`` steps, the
-evaluation harness every ``eval_every`` steps (``eval.csv``), atomic checkpoints every
-``save_every`` steps, exact resume on CPU, a guard that skips an update whose loss or
-gradient is NaN/inf, and Ctrl-C saving a checkpoint before stopping.
+Around the step: sample completions in ``output_dir/samples.jsonl`` (and a compact
+printout) every ``sample_every`` steps and the evaluation harness every ``eval_every``
+steps (``eval.csv``). The rest of the loop is
+:class:`grpo_lib.training_loop.TrainingLoop`, shared with SFT and pretraining: per-step
+metrics in ``output_dir/metrics.csv``, atomic checkpoints every ``save_every`` steps
+(grpo_lib.checkpoints), exact resume on CPU, Ctrl-C saving a checkpoint before
+stopping. ``_update`` skips an update whose loss or gradient is NaN/inf.
 
 TRL equivalence: one step here is one *generation batch* in TRL with
 ``generation_batch_size = per_step_prompts * num_generations`` and
@@ -36,20 +38,11 @@ updates).
 from __future__ import annotations
 
 
-import contextlib
 import copy
-import csv
-import difflib
 import json
 import math
-import os
-import random
-import shutil
-import signal
-import threading
 import time
-import typing
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -61,9 +54,18 @@ from .advantages import group_advantages
 from .logprobs import sequence_logprobs
 from .losses import LOSS_TYPES, policy_loss
 from .sampling import Rollout, generate
+from .training_loop import (
+    LR_SCHEDULERS,
+    RunSettings,
+    TrainingLoop,
+    lr_scheduler,
+    run_training,
+    warmup_updates,
+)
+from .training_loop import deferred_sigint as _deferred_sigint  # train_step's name
+from .yaml_config import YAMLConfig, read_yaml_values
 
 SCALE_REWARDS = ("group", "batch", "none")
-LR_SCHEDULERS = ("constant", "linear", "cosine")
 PROMPT_FORMATS = ("chat", "r1_zero")
 
 METRIC_COLUMNS = [
@@ -103,7 +105,7 @@ METRIC_COLUMNS = [
 # Configuration
 # ======================================================================================
 @dataclass
-class GRPOConfig:
+class GRPOConfig(YAMLConfig):
     """Every knob of a GRPO run, named as in TRL's ``GRPOConfig`` where TRL has it.
 
     Defaults suit the book's tiny model on a CPU; ``validate()`` explains bad settings.
@@ -350,49 +352,6 @@ class GRPOConfig:
             raise ValueError("Invalid GRPOConfig:\n  - " + "\n  - ".join(problems))
         return self
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "GRPOConfig":
-        """Build a config from a dict (a YAML file); unknown keys get a hint."""
-        known = {f.name for f in fields(cls)}
-        unknown = [k for k in values if k not in known]
-        if unknown:
-            hints = []
-            for k in unknown:
-                close = difflib.get_close_matches(k, sorted(known), n=1)
-                hints.append(
-                    f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
-                )
-            raise ValueError(
-                f"Unknown GRPOConfig field(s): {', '.join(hints)}. Known fields: "
-                f"{', '.join(sorted(known))}."
-            )
-        return cls(**{k: _coerce(k, v, cls) for k, v in values.items()})
-
-
-def _coerce(name: str, value: Any, cls: type) -> Any:
-    """Turn YAML strings into the field's number type (YAML reads ``1e-3`` as a
-    string)."""
-    hint = typing.get_type_hints(cls)[name]
-    hint = getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint)
-    if not isinstance(value, str) or "str" in hint:
-        return value
-    for kind in (int, float):
-        if kind.__name__ in hint:
-            try:
-                return kind(value) if kind is float else int(float(value))
-            except ValueError:
-                pass
-    default = getattr(cls(), name)
-    example = f", e.g. {name}={default}" if isinstance(default, (int, float)) else ""
-    raise ValueError(
-        f"{name}={value!r}: expected {hint.replace('typing.', '')}, got text. "
-        f"Write a number{example}."
-    )
-
-
 # ======================================================================================
 # Small helpers
 # ======================================================================================
@@ -401,26 +360,29 @@ def _rollout_seed(seed: int, step: int, round_: int) -> int:
     return int(np.random.SeedSequence([seed, step, round_]).generate_state(1)[0])
 
 
-def _lr_multiplier(update: int, total: int, warmup: int, kind: str) -> float:
-    """Learning-rate factor: linear warm-up over ``warmup`` updates, then the schedule.
+def _masked_mean(values: torch.Tensor, flags: Sequence[bool], keep: bool) -> float:
+    """Mean of ``values[i]`` over the ``i`` with ``flags[i] == keep``; NaN if none."""
+    chosen = [v for v, f in zip(values.tolist(), flags) if bool(f) == keep]
+    return float(np.mean(chosen)) if chosen else float("nan")
 
-    (The warm-up starts at ``1/W``, not at 0 as in ``transformers``' schedulers, whose
-    first update has learning rate 0 and so does nothing.)
 
-    .. math:: f(u) = \\frac{u+1}{W}\\ (u < W), \\text{ then }
-              1,\\quad 1-\\frac{u-W}{N-W},\\quad
-              \\tfrac12\\Big(1+\\cos\\pi\\frac{u-W}{N-W}\\Big)
+def _length_gap_in_group(
+    lengths: torch.Tensor, correct: Sequence[bool], group_size: int
+) -> float:
+    """Mean over groups with right *and* wrong completions of
+    mean(len wrong) - mean(len right); NaN when no group is mixed.
 
-    for ``constant``, ``linear`` and ``cosine``, with ``N`` updates in all.
+    ``lengths``: [B] with B = num_groups * group_size, groups contiguous.
     """
-    if update < warmup:
-        return (update + 1) / warmup
-    if kind == "constant":
-        return 1.0
-    progress = (update - warmup) / max(1, total - warmup)
-    if kind == "linear":
-        return max(0.0, 1.0 - progress)
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    lens = lengths.float().view(-1, group_size)  # [P, G]
+    ok = torch.tensor([bool(c) for c in correct]).view(-1, group_size)  # [P, G]
+    n_ok = ok.sum(1)  # [P]
+    mixed = (n_ok > 0) & (n_ok < group_size)  # [P]
+    if not mixed.any():
+        return float("nan")
+    right = (lens * ok).sum(1) / n_ok.clamp(min=1)  # [P]
+    wrong = (lens * ~ok).sum(1) / (group_size - n_ok).clamp(min=1)  # [P]
+    return (wrong - right)[mixed].mean().item()
 
 
 def _pad_cat(tensors: Sequence[torch.Tensor], value: int, left: bool) -> torch.Tensor:
@@ -471,34 +433,10 @@ def _short(text: str, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-@contextlib.contextmanager
-def _deferred_sigint(flag: dict):
-    """Inside this block Ctrl-C (SIGINT) only sets ``flag["interrupted"]``.
-
-    The optimizer update is not interrupted half-way, so a checkpoint written after
-    Ctrl-C always holds a consistent (model, optimizer, step) triple. Only possible in
-    the main thread (the Python rule for signal handlers); elsewhere it does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    try:
-        previous = signal.signal(
-            signal.SIGINT, lambda *_: flag.update(interrupted=True)
-        )
-    except ValueError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 # ======================================================================================
 # The trainer
 # ======================================================================================
-class GRPOTrainer:
+class GRPOTrainer(TrainingLoop):
     """GRPO on a Hugging Face causal LM with rule-based rewards (see module docstring).
 
     Args:
@@ -524,6 +462,9 @@ class GRPOTrainer:
     scores.
     """
 
+    bar_label = "GRPO"
+    log_files = ("metrics.csv", "eval.csv", "samples.jsonl")
+
     def __init__(
         self,
         model,
@@ -546,7 +487,6 @@ class GRPOTrainer:
                 config = replace(config, reward_funcs=names)
         self.config = config.validate()
         self.model, self.tokenizer = model, tokenizer
-        self.device = next(model.parameters()).device
         if reward_funcs is None:
             reward_funcs = build_reward_funcs(config.reward_funcs)
         elif callable(reward_funcs):
@@ -596,36 +536,23 @@ class GRPOTrainer:
             betas=(config.adam_beta1, config.adam_beta2),
             weight_decay=config.weight_decay,
         )
-        total = config.max_steps * config.num_iterations
-        warmup = (
-            int(config.warmup_steps)
-            if config.warmup_steps >= 1
-            else math.ceil(config.warmup_steps * total)
-        )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer,
-            lambda u: _lr_multiplier(u, total, warmup, config.lr_scheduler_type),
-        )
-        self.callbacks = list(callbacks or [])
-        self.step = 0  # completed training steps
-        self.epoch, self.position = (
-            0,
-            0,
-        )  # data order: epoch and index into its permutation
-        self.history: list[dict] = []
-        self.output_dir = Path(config.output_dir)
-        if config.resume_from_checkpoint:
-            # fail now, before training, if the checkpoint is missing
-            self.resolve_checkpoint(config.resume_from_checkpoint)
-        elif not config.overwrite_output_dir:
-            _refuse_to_overwrite_checkpoints(self.output_dir)
+        total = config.max_steps * config.num_iterations  # optimizer updates
+        self.scheduler = lr_scheduler(
+            self.optimizer, total, warmup_updates(config.warmup_steps, total),
+            config.lr_scheduler_type)
         self._warned: set[tuple[str, str]] = set()
-        self._flag = {"interrupted": False}
         self._pad_id = (
             tokenizer.pad_token_id
             if tokenizer.pad_token_id is not None
             else tokenizer.eos_token_id
         )
+        self._start_loop(RunSettings(
+            output_dir=config.output_dir, max_steps=config.max_steps, seed=config.seed,
+            save_every=config.save_every, save_final=config.save_final,
+            print_every=config.print_every, progress_bar=config.progress_bar,
+            resume_from_checkpoint=config.resume_from_checkpoint,
+            overwrite_output_dir=config.overwrite_output_dir,
+        ), callbacks)
 
     # ------------------------------------------------------------------ data
     @staticmethod
@@ -646,26 +573,6 @@ class GRPOTrainer:
                 f"'question' column; the first row is {row!r:.200}."
             )
         return dataset
-
-    def _order(self, epoch: int) -> np.ndarray:
-        """The permutation of the training rows used in ``epoch`` (seeded)."""
-        rng = np.random.default_rng([self.config.seed, epoch])
-        return rng.permutation(len(self.train_rows))
-
-    def _next_rows(self, k: int) -> list[dict]:
-        """The next ``k`` training rows in the seeded order, crossing epochs."""
-        rows = []
-        while len(rows) < k:
-            order = self._order(self.epoch)
-            take = min(k - len(rows), len(order) - self.position)
-            rows.extend(
-                self.train_rows[int(i)]
-                for i in order[self.position : self.position + take]
-            )
-            self.position += take
-            if self.position >= len(order):
-                self.epoch, self.position = self.epoch + 1, 0
-        return [dict(r) for r in rows]
 
     def _prompts(self, rows: list[dict]) -> list:
         if self.config.prompt_format == "r1_zero":
@@ -1022,26 +929,8 @@ class GRPOTrainer:
         return metrics
 
     # ------------------------------------------------------------------ logging
-    def _print(self, message: str) -> None:
-        from tqdm.auto import tqdm
-
-        tqdm.write(message)
-
     def _metric_columns(self) -> list[str]:
         return METRIC_COLUMNS + [f"reward/{n}" for n in self.reward_names]
-
-    def _write_metrics_row(self, metrics: dict) -> None:
-        path = self.output_dir / "metrics.csv"
-        new = not path.exists() or path.stat().st_size == 0
-        fieldnames = self._metric_columns()
-        if not new:  # resuming: keep the file's own columns, so rows stay aligned
-            with open(path, newline="", encoding="utf-8") as fh:
-                fieldnames = next(csv.reader(fh), None) or fieldnames
-        with open(path, "a", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fieldnames, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            writer.writerow(metrics)
 
     def _log_samples(self) -> None:
         if self._last_batch is None:
@@ -1114,229 +1003,25 @@ class GRPOTrainer:
         )
         return row
 
-    # ------------------------------------------------------------------ checkpoints
-    def save_checkpoint(self) -> Path:
-        """Write ``output_dir/checkpoint-<step>/`` atomically (temp dir + rename).
+    # ------------------------------------------------------------------ loop hooks
+    def _on_train_start(self) -> None:
+        if self.config.eval_on_start and self.step == 0:
+            self.evaluate()
 
-        Holds the model (``save_pretrained``), tokenizer, optimizer and scheduler
-        states, the RNG states (python, numpy, torch) and ``trainer_state.json`` (step,
-        data order position, config).
-        """
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        final = self.output_dir / f"checkpoint-{self.step}"
-        tmp = self.output_dir / f".tmp-checkpoint-{self.step}-{os.getpid()}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir()
-        from transformers.utils import logging as hf_logging
-
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()  # no "Writing model shards" bar in the logs
-        try:
-            self.model.save_pretrained(tmp)
-        finally:
-            if bars:
-                hf_logging.enable_progress_bar()
-        self.tokenizer.save_pretrained(tmp)
-        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save(self.scheduler.state_dict(), tmp / "scheduler.pt")
-        rng = {
-            "python": random.getstate(),
-            "numpy": np.random.get_state(),
-            "torch": torch.get_rng_state(),
-        }
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
-        torch.save(rng, tmp / "rng_state.pt")
-        state = {
-            "step": self.step,
-            "epoch": self.epoch,
-            "position": self.position,
-            "reward_names": self.reward_names,
-            "config": self.config.to_dict(),
-        }
-        (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
-        if final.exists():  # an older run's checkpoint with the same step
-            trash = self.output_dir / f".old-checkpoint-{self.step}-{os.getpid()}"
-            os.replace(final, trash)
-            shutil.rmtree(trash)
-        os.replace(tmp, final)
-        return final
-
-    def resolve_checkpoint(self, path: str | Path) -> Path:
-        """The checkpoint folder ``path`` names (``"latest"``: the highest step in
-        output_dir); raises ``FileNotFoundError`` saying what to pass instead."""
-        if str(path) == "latest":
-            found = _checkpoint_dirs(self.output_dir)
-            if not found:
-                raise FileNotFoundError(
-                    f"resume_from_checkpoint='latest' but "
-                    f"{self.output_dir} has no checkpoint-<step> folder."
-                )
-            return found[-1]
-        path = Path(path)
-        if not (path / "trainer_state.json").exists():
-            raise FileNotFoundError(
-                f"{path} is not a checkpoint (no trainer_state.json); "
-                f"pass a folder such as {self.output_dir}/checkpoint-10."
-            )
-        return path
-
-    def load_checkpoint(self, path: str | Path) -> None:
-        """Restore model, optimizer, scheduler, RNGs, step and data order."""
-        from safetensors.torch import load_file
-
-        path = self.resolve_checkpoint(path)
-        weights = {}
-        for file in sorted(path.glob("*.safetensors")):
-            weights.update(load_file(file, device=str(self.device)))
-        missing, unexpected = self.model.load_state_dict(weights, strict=False)
-        tied = set(getattr(self.model, "all_tied_weights_keys", {}) or {})
-        tied |= set(getattr(self.model, "_tied_weights_keys", None) or [])
-        missing = [m for m in missing if m not in tied]
-        if missing or unexpected:
-            raise RuntimeError(
-                f"checkpoint {path} does not fit this model: missing "
-                f"{missing[:5]}, unexpected {unexpected[:5]}."
-            )
-        if hasattr(self.model, "tie_weights"):
-            self.model.tie_weights()
-        self.optimizer.load_state_dict(
-            torch.load(path / "optimizer.pt", weights_only=True)
-        )
-        self.scheduler.load_state_dict(
-            torch.load(path / "scheduler.pt", weights_only=True)
-        )
-        rng = torch.load(path / "rng_state.pt", weights_only=False)  # our own file
-        random.setstate(rng["python"])
-        np.random.set_state(rng["numpy"])
-        torch.set_rng_state(rng["torch"])
-        if "cuda" in rng and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
-        state = json.loads((path / "trainer_state.json").read_text())
-        self.step, self.epoch, self.position = (
-            state["step"],
-            state["epoch"],
-            state["position"],
-        )
-        self._print(f"resumed from {path} (step {self.step})")
-        if self.step >= self.config.max_steps:
-            self._print(f"the checkpoint is at step {self.step} and max_steps is "
-                        f"{self.config.max_steps}: nothing left to train. Raise "
-                        f"max_steps to go on (the learning-rate schedule is set by "
-                        f"max_steps).")
-
-    def _truncate_logs(self) -> None:
-        """On resume, drop log rows written after the checkpoint's step."""
-        for name in ("metrics.csv", "eval.csv"):
-            path = self.output_dir / name
-            if not path.exists():
-                continue
-            with open(path, newline="", encoding="utf-8") as fh:
-                reader = csv.DictReader(fh)
-                header, kept = reader.fieldnames, [
-                    r for r in reader if int(float(r["step"])) <= self.step
-                ]
-            with open(path, "w", newline="", encoding="utf-8") as fh:
-                writer = csv.DictWriter(fh, fieldnames=header)
-                writer.writeheader()
-                writer.writerows(kept)
-        path = self.output_dir / "samples.jsonl"
-        if path.exists():
-            lines = [
-                line
-                for line in path.read_text(encoding="utf-8").splitlines()
-                if line and json.loads(line)["step"] <= self.step
-            ]
-            path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-
-    # ------------------------------------------------------------------ the loop
-    def train(self):
-        """Train for ``max_steps`` steps; return the metrics as a pandas DataFrame.
-
-        On Ctrl-C (``KeyboardInterrupt``) a checkpoint of the last completed step is
-        written, then the ``KeyboardInterrupt`` propagates (resume with
-        ``resume_from_checkpoint``).
-        """
-        import pandas as pd
-        from tqdm.auto import tqdm
-
+    def _after_step(self, metrics: dict) -> None:
         cfg = self.config
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        if cfg.resume_from_checkpoint:
-            self.load_checkpoint(cfg.resume_from_checkpoint)
-            self._truncate_logs()
-        else:
-            for name in ("metrics.csv", "eval.csv", "samples.jsonl"):
-                (self.output_dir / name).unlink(missing_ok=True)
-            if cfg.overwrite_output_dir:
-                old = _checkpoint_dirs(self.output_dir)
-                for path in old:
-                    shutil.rmtree(path)
-                if old:
-                    self._print(f"overwrite_output_dir: deleted {len(old)} "
-                                f"checkpoint(s) of an earlier run in "
-                                f"{self.output_dir}.")
-            random.seed(cfg.seed)
-            np.random.seed(cfg.seed)
-            torch.manual_seed(cfg.seed)
-        (self.output_dir / "config.json").write_text(
-            json.dumps(cfg.to_dict(), indent=2)
-        )
-        self._flag["interrupted"] = False
-        bar = tqdm(
-            total=cfg.max_steps,
-            initial=self.step,
-            desc="GRPO",
-            leave=False,
-            disable=not cfg.progress_bar,
-            dynamic_ncols=True,
-        )
-        data_position = (self.epoch, self.position)
-        try:
-            if cfg.eval_on_start and self.step == 0:
-                self.evaluate()
-            while self.step < cfg.max_steps:
-                data_position, step_before = (self.epoch, self.position), self.step
-                metrics = self.train_step()
-                data_position = (self.epoch, self.position)
-                self.history.append(metrics)
-                self._write_metrics_row(metrics)
-                bar.update(self.step - step_before)
-                bar.set_postfix(
-                    reward=f"{metrics['reward']:.3f}",
-                    acc=f"{metrics['accuracy']:.2f}",
-                    len=f"{metrics['completion_length']:.0f}",
-                    refresh=False,
-                )
-                if cfg.print_every and self.step % cfg.print_every == 0:
-                    self._print(self._summary_line(metrics))
-                if cfg.sample_every and self.step % cfg.sample_every == 0:
-                    self._log_samples()
-                if cfg.eval_every and self.step % cfg.eval_every == 0:
-                    self.evaluate()
-                if cfg.save_every and self.step % cfg.save_every == 0:
-                    self.save_checkpoint()
-                for cb in self.callbacks:
-                    cb(self, metrics)
-                if self._flag["interrupted"]:
-                    raise KeyboardInterrupt
-            if cfg.save_final:
-                self.save_checkpoint()
-        except KeyboardInterrupt:
-            bar.close()
-            # An interrupt during a step's rollout/rewards leaves the model as it was
-            # after the last completed step; rewind the data order to that step too.
-            self.epoch, self.position = data_position
-            path = self.save_checkpoint()
-            self._print(
-                f"Interrupted: saved {path} (step {self.step}). Resume with "
-                f"resume_from_checkpoint='{path}'."
-            )
-            raise
-        finally:
-            bar.close()
-        return pd.DataFrame(self.history, columns=self._metric_columns())
+        if cfg.sample_every and self.step % cfg.sample_every == 0:
+            self._log_samples()
+        if cfg.eval_every and self.step % cfg.eval_every == 0:
+            self.evaluate()
+
+    def _progress_postfix(self, metrics: dict) -> dict:
+        return {"reward": f"{metrics['reward']:.3f}",
+                "acc": f"{metrics['accuracy']:.2f}",
+                "len": f"{metrics['completion_length']:.0f}"}
+
+    def _trainer_state(self) -> dict:
+        return {"reward_names": self.reward_names}
 
     @staticmethod
     def _summary_line(m: dict) -> str:
@@ -1352,53 +1037,6 @@ class GRPOTrainer:
 # ======================================================================================
 # From a YAML file (the CLI)
 # ======================================================================================
-def _masked_mean(values: torch.Tensor, flags: Sequence[bool], keep: bool) -> float:
-    """Mean of ``values[i]`` over the ``i`` with ``flags[i] == keep``; NaN if none."""
-    chosen = [v for v, f in zip(values.tolist(), flags) if bool(f) == keep]
-    return float(np.mean(chosen)) if chosen else float("nan")
-
-
-def _checkpoint_dirs(output_dir: Path) -> list[Path]:
-    """The ``checkpoint-<step>`` folders in ``output_dir``, in step order."""
-    if not output_dir.is_dir():
-        return []
-    found = [p for p in output_dir.glob("checkpoint-*")
-             if p.is_dir() and p.name.split("-")[-1].isdigit()]
-    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
-
-
-def _refuse_to_overwrite_checkpoints(output_dir: Path) -> None:
-    """A fresh run must not mix with (or silently replace) an earlier run's checkpoints:
-    ``resume_from_checkpoint="latest"`` would later pick the wrong run's."""
-    found = _checkpoint_dirs(output_dir)
-    if found:
-        names = ", ".join(p.name for p in found[:4])
-        names += ", ..." if len(found) > 4 else ""
-        raise FileExistsError(
-            f"output_dir {output_dir} already holds checkpoints of an earlier run "
-            f"({names}). Continue that run with resume_from_checkpoint=latest, pick "
-            f"another output_dir, or set overwrite_output_dir=true to delete them.")
-
-
-def _length_gap_in_group(
-    lengths: torch.Tensor, correct: Sequence[bool], group_size: int
-) -> float:
-    """Mean over groups with right *and* wrong completions of
-    mean(len wrong) - mean(len right); NaN when no group is mixed.
-
-    ``lengths``: [B] with B = num_groups * group_size, groups contiguous.
-    """
-    lens = lengths.float().view(-1, group_size)  # [P, G]
-    ok = torch.tensor([bool(c) for c in correct]).view(-1, group_size)  # [P, G]
-    n_ok = ok.sum(1)  # [P]
-    mixed = (n_ok > 0) & (n_ok < group_size)  # [P]
-    if not mixed.any():
-        return float("nan")
-    right = (lens * ok).sum(1) / n_ok.clamp(min=1)  # [P]
-    wrong = (lens * ~ok).sum(1) / (group_size - n_ok).clamp(min=1)  # [P]
-    return (wrong - right)[mixed].mean().item()
-
-
 def build_reward_funcs(specs: Sequence) -> list[Callable]:
     """Reward functions from config entries.
 
@@ -1437,27 +1075,9 @@ def load_config(
     so ``reward_weights`` (from the file or an override) is checked against them:
     ``load_config(path, ["reward_weights=[1.0, 0.5]"], reward_funcs=[f, g])``.
     """
-    import yaml
-
     from .rewards import reward_name
 
-    values: dict = {}
-    if path is not None:
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(
-                f"No config file at {path}; see configs/ for examples."
-            )
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if not isinstance(values, dict):
-            raise ValueError(f"{path} must hold a YAML mapping of GRPOConfig fields.")
-    for item in overrides:
-        if "=" not in item:
-            raise ValueError(
-                f"Override {item!r} is not key=value (e.g. --set max_steps=10)."
-            )
-        key, raw = item.split("=", 1)
-        values[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+    values = read_yaml_values(path, overrides, GRPOConfig)
     if reward_funcs is not None:
         funcs = [reward_funcs] if callable(reward_funcs) else list(reward_funcs)
         if not funcs or not all(callable(f) for f in funcs):
@@ -1502,16 +1122,3 @@ def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):
     return run_training(trainer_from_yaml(path, overrides))
 
 
-def run_training(trainer: "GRPOTrainer"):
-    """Run ``trainer`` to its ``max_steps``; print the time and the last step's
-    summary."""
-    config = trainer.config
-    t0 = time.perf_counter()
-    metrics = trainer.train()
-    print(
-        f"trained {trainer.step} steps in {time.perf_counter() - t0:.0f}s; "
-        f"outputs in {config.output_dir}"
-    )
-    if len(metrics):
-        print(GRPOTrainer._summary_line(metrics.iloc[-1].to_dict()))
-    return metrics

@@ -21,10 +21,10 @@ from grpo_lib.trainer import (
     GRPOConfig,
     GRPOTrainer,
     _length_gap_in_group,
-    _lr_multiplier,
     _masked_mean,
     load_config,
 )
+from grpo_lib.training_loop import lr_multiplier as _lr_multiplier
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -480,6 +480,7 @@ def test_shipped_configs_are_valid():
     from pathlib import Path
 
     paths = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+    paths = [p for p in paths if not p.name.startswith("sft_")]  # test_sft.py's
     assert paths, "configs/ holds no YAML file"
     for path in paths:
         config = load_config(path)
