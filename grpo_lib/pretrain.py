@@ -2,16 +2,16 @@
 pretrain``).
 
 A plain causal-LM loop: AdamW, linear warm-up then cosine decay to 10%, bf16 autocast on
-a GPU, a CSV log, tqdm. The result is a folder that
-``AutoModelForCausalLM.from_pretrained`` and ``AutoTokenizer.from_pretrained`` load
-offline, with a model card (``README.md``) that records the config, corpus mix, tokens
-seen, steps, wall time, device, final loss and the evaluation table.
+a GPU, a CSV log, tqdm. It runs on the loop the GRPO and SFT trainers share
+(:mod:`grpo_lib.training_loop`): checkpoints, Ctrl-C, exact resume and the NaN guard are
+the same code. The result is a folder that ``AutoModelForCausalLM.from_pretrained`` and
+``AutoTokenizer.from_pretrained`` load offline, with a model card (``README.md``) that
+records the config, corpus mix, tokens seen, steps, wall time, device, final loss and
+the evaluation table.
 """
 from __future__ import annotations
 
-import csv
 import json
-import math
 import os
 import platform
 import random
@@ -19,12 +19,24 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable, Sequence
 
+import numpy as np
 import torch
 
+from . import checkpoints
 from .corpus import CorpusMix, document_text, sample_documents
 from .models import build_tokenizer, count_parameters, random_model
 from .tasks.arithmetic import DATA_DIR, Problem, load_split, read_rows, solve_steps
+from .training_loop import (
+    RunSettings,
+    TrainingLoop,
+    deferred_sigint,
+    guarded_optimizer_step,
+    lr_multiplier,
+    lr_scheduler,
+    nonfinite_loss,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,6 +60,13 @@ class PretrainConfig:
     log_every: int = 25
     save_dtype: str = "float32"  # saved weights' dtype ("bfloat16" halves the file)
     progress: bool = True  # tqdm bar; notebooks turn it off and print the log instead
+    save_every: int = 0  # write a checkpoint every N steps (0: only on Ctrl-C)
+    resume_from_checkpoint: str | None = None  # checkpoint-<step> folder, or "latest"
+    overwrite_output_dir: bool = False  # a fresh run may delete an earlier run's ones
+
+    def to_dict(self) -> dict:
+        """The settings as a plain dict (checkpoints record it)."""
+        return asdict(self)
 
 
 SIZE_DEFAULTS = {
@@ -57,14 +76,16 @@ SIZE_DEFAULTS = {
 }
 
 
+def _warmup(cfg: PretrainConfig) -> int:
+    """Warm-up steps: ``warmup_frac`` of all steps, at least 1."""
+    return max(1, int(cfg.warmup_frac * cfg.steps))
+
+
 def lr_at(step: int, cfg: PretrainConfig) -> float:
-    """Warm-up then cosine: lr·s/w for s < w, else lr·(m + (1-m)·(1+cos(π·p))/2)."""
-    warmup = max(1, int(cfg.warmup_frac * cfg.steps))
-    if step < warmup:
-        return cfg.lr * (step + 1) / warmup
-    progress = (step - warmup) / max(1, cfg.steps - warmup)
-    cos_term = 1 + math.cos(math.pi * progress)
-    return cfg.lr * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * cos_term)
+    """Warm-up then cosine: lr·(s+1)/w for s < w, else lr·(m + (1-m)·(1+cos(π·p))/2),
+    with the floor ``m = min_lr_frac`` (grpo_lib.training_loop.lr_multiplier)."""
+    return cfg.lr * lr_multiplier(step, cfg.steps, _warmup(cfg), "cosine",
+                                  min_lr_rate=cfg.min_lr_frac)
 
 
 def _train_problems() -> list[Problem]:
@@ -107,92 +128,142 @@ def _length_bucketed(texts: list[str], batch_size: int, seed: int,
     return [t for b in batches for t in b]
 
 
+class Pretrainer(TrainingLoop):
+    """The causal-LM loss on every token of the designed corpus, one batch per step.
+
+    Runs on :class:`~grpo_lib.training_loop.TrainingLoop`, as the GRPO and SFT trainers
+    do: ``pretrain_log.csv``, checkpoints every ``save_every`` steps, Ctrl-C (a
+    checkpoint, then stop), exact resume and the NaN guard. The run's folder is
+    ``<out_dir>.tmp``; :meth:`train_and_save` turns it into the model folder
+    ``out_dir`` when the last step is done.
+    """
+
+    log_files = ("pretrain_log.csv",)
+    metrics_file = "pretrain_log.csv"
+    config_file = None  # the model folder's config.json is the model's
+
+    def __init__(self, cfg: PretrainConfig, out_dir: str | Path,
+                 callbacks: Sequence[Callable] | None = None):
+        self.config, self.out_dir = cfg, Path(out_dir)
+        self.bar_label = f"pretrain {cfg.size}"
+        device = torch.device(cfg.device)
+        self.tokenizer = build_tokenizer(cfg.vocab_size)
+        self.model = random_model(self.tokenizer, cfg.size, seed=cfg.seed).to(device)
+        docs = sample_documents(_train_problems(), cfg.steps * cfg.batch_size,
+                                mix=cfg.mix, seed=cfg.seed)
+        texts = _length_bucketed([document_text(d, self.tokenizer) for d in docs],
+                                 cfg.batch_size, cfg.seed)
+        self.train_rows = [{"text": t} for t in texts]
+        named = list(self.model.named_parameters())
+        self.optimizer = torch.optim.AdamW(
+            [{"params": [p for n, p in named if p.dim() >= 2],
+              "weight_decay": cfg.weight_decay},
+             {"params": [p for n, p in named if p.dim() < 2], "weight_decay": 0.0}],
+            lr=cfg.lr, betas=(0.9, 0.95), fused=False)
+        self.scheduler = lr_scheduler(self.optimizer, cfg.steps, _warmup(cfg), "cosine",
+                                      min_lr_rate=cfg.min_lr_frac)
+        self.use_bf16 = bf16_autocast_supported(device)
+        self.tokens_seen, self.elapsed, self.losses = 0, 0.0, []
+        self._start_loop(RunSettings(
+            output_dir=self.out_dir.with_name(self.out_dir.name + ".tmp"),
+            max_steps=cfg.steps, seed=cfg.seed, save_every=cfg.save_every,
+            log_every=cfg.log_every, progress_bar=cfg.progress,
+            resume_from_checkpoint=cfg.resume_from_checkpoint,
+            overwrite_output_dir=cfg.overwrite_output_dir), callbacks)
+
+    def _order(self, epoch: int) -> np.ndarray:
+        """The documents in their length-bucketed order (already shuffled)."""
+        return np.arange(len(self.train_rows))
+
+    def train_step(self) -> dict:
+        """One step: the next ``batch_size`` documents, the loss on every token (no
+        loss on padding), one AdamW update behind the NaN guard."""
+        cfg, t0 = self.config, time.time()
+        lr = self.optimizer.param_groups[0]["lr"]
+        texts = [row["text"] for row in self._next_rows(cfg.batch_size)]
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True,
+                             padding_side="right")
+        input_ids = enc["input_ids"].to(self.device)  # [B, T]
+        attention_mask = enc["attention_mask"].to(self.device)  # [B, T]
+        labels = input_ids.masked_fill(attention_mask == 0, -100)  # [B, T]
+        with deferred_sigint(self._flag):
+            self.model.train()
+            with torch.autocast(self.device.type, dtype=torch.bfloat16,
+                                enabled=self.use_bf16):
+                loss = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                  labels=labels).loss
+            self.optimizer.zero_grad(set_to_none=True)
+            problem = nonfinite_loss(loss, f"lr {lr:.2e}")
+            if problem is None:
+                loss.backward()
+            _, problem = guarded_optimizer_step(self.model, self.optimizer,
+                                                self.scheduler, cfg.max_grad_norm,
+                                                problem)
+            if problem is not None:
+                self._skip_update(problem, f"Lower --lr (now {cfg.lr}).")
+            self.step += 1
+        self.tokens_seen += int(attention_mask.sum())
+        self.losses = (self.losses + [loss.item()])[-50:]
+        self.elapsed += time.time() - t0
+        return {"step": self.step, "loss": round(loss.item(), 4),
+                "lr": float(f"{lr:.3e}"), "tokens_seen": self.tokens_seen,
+                "elapsed_s": round(self.elapsed, 1)}
+
+    def _progress_postfix(self, metrics: dict) -> dict:
+        return {"loss": f"{metrics['loss']:.3f}"}
+
+    def _metric_columns(self) -> list[str]:
+        return ["step", "loss", "lr", "tokens_seen", "elapsed_s"]
+
+    @staticmethod
+    def _summary_line(m: dict) -> str:
+        return f"step {int(m['step']):>5} | loss {m['loss']:.4f} | lr {m['lr']:.2e}"
+
+    def _trainer_state(self) -> dict:
+        return {"tokens_seen": self.tokens_seen, "elapsed_s": self.elapsed,
+                "last_losses": self.losses}
+
+    def _restore_trainer_state(self, state: dict) -> None:
+        self.tokens_seen, self.elapsed = state["tokens_seen"], state["elapsed_s"]
+        self.losses = state["last_losses"]
+
+    def train_and_save(self, eval_n: int = 500) -> Path:
+        """Train to the last step, then write the model folder ``out_dir`` (the run's
+        checkpoints are deleted) and its model card."""
+        self.train()
+        run_dir, out, cfg = self.output_dir, self.out_dir, self.config
+        checkpoints.delete_checkpoints(run_dir)
+        model = self.model.eval()
+        n_params = count_parameters(model)
+        if cfg.save_dtype != "float32":
+            model = model.to(getattr(torch, cfg.save_dtype))
+        model.save_pretrained(run_dir)
+        self.tokenizer.save_pretrained(run_dir)
+        info = _run_info(cfg, model, n_params, len(self.train_rows), self.tokens_seen,
+                         self.elapsed, self.losses, self.device)
+        (run_dir / "pretrain_info.json").write_text(json.dumps(info, indent=2))
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(run_dir, out)
+        print(f"wrote {out} ({n_params:,} parameters, {self.tokens_seen:,} tokens, "
+              f"{self.elapsed / 60:.1f} min on {_device_name(self.device)})")
+        write_model_card(out, eval_n=eval_n, seed=cfg.seed)
+        return out
+
+
 def pretrain(cfg: PretrainConfig, out_dir: str | Path, eval_n: int = 500) -> Path:
     """Pretrain a model of ``cfg.size`` and write a checkpoint folder to ``out_dir``."""
-    from tqdm.auto import tqdm
-
-    out = Path(out_dir)
-    random.seed(cfg.seed)
-    device = torch.device(cfg.device)
-    tokenizer = build_tokenizer(cfg.vocab_size)
-    model = random_model(tokenizer, cfg.size, seed=cfg.seed).to(device)  # seeds torch
-    n_params = count_parameters(model)
-    problems = _train_problems()
-    docs = sample_documents(problems, cfg.steps * cfg.batch_size, mix=cfg.mix,
-                            seed=cfg.seed)
-    texts = _length_bucketed([document_text(d, tokenizer) for d in docs],
-                             cfg.batch_size, cfg.seed)
-
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=cfg.lr, betas=(0.9, 0.95), fused=False)
-    use_bf16 = bf16_autocast_supported(device)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    log_path = tmp / "pretrain_log.csv"
-    tokens_seen, t0, losses = 0, time.time(), []
-    model.train()
-    with open(log_path, "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["step", "loss", "lr", "tokens_seen", "elapsed_s"])
-        bar = tqdm(range(cfg.steps), desc=f"pretrain {cfg.size}", mininterval=2.0,
-                   disable=not cfg.progress)
-        for step in bar:
-            batch_texts = texts[step * cfg.batch_size:(step + 1) * cfg.batch_size]
-            enc = tokenizer(batch_texts, return_tensors="pt", padding=True,
-                            padding_side="right")
-            input_ids = enc["input_ids"].to(device)  # [B, T]
-            attention_mask = enc["attention_mask"].to(device)  # [B, T]
-            # no loss on padding
-            labels = input_ids.masked_fill(attention_mask == 0, -100)
-            for group in optimizer.param_groups:
-                group["lr"] = lr_at(step, cfg)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
-                loss = model(input_ids=input_ids, attention_mask=attention_mask,
-                             labels=labels).loss
-            if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"pretraining loss became {loss.item()} at step {step}; lower --lr "
-                    f"(now {cfg.lr})")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            tokens_seen += int(attention_mask.sum())
-            losses.append(loss.item())
-            if step % cfg.log_every == 0 or step == cfg.steps - 1:
-                writer.writerow([step, f"{loss.item():.4f}", f"{lr_at(step, cfg):.3e}",
-                                 tokens_seen, f"{time.time() - t0:.1f}"])
-                bar.set_postfix(loss=f"{loss.item():.3f}")
-        bar.close()
-    wall = time.time() - t0
-    model.eval()
-    if cfg.save_dtype != "float32":
-        model = model.to(getattr(torch, cfg.save_dtype))
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-
-    info = _run_info(cfg, model, n_params, texts, tokens_seen, wall, losses, device)
-    (tmp / "pretrain_info.json").write_text(json.dumps(info, indent=2))
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
-    print(f"wrote {out} ({n_params:,} parameters, {tokens_seen:,} tokens, "
-          f"{wall / 60:.1f} min on {_device_name(device)})")
-    write_model_card(out, eval_n=eval_n, seed=cfg.seed)
-    return out
+    return Pretrainer(cfg, out_dir).train_and_save(eval_n=eval_n)
 
 
 _ARCHITECTURE_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers",
                       "num_attention_heads", "num_key_value_heads", "vocab_size")
 
 
-def _run_info(cfg, model, n_params, texts, tokens_seen, wall, losses, device) -> dict:
+def _run_info(cfg, model, n_params, documents, tokens_seen, wall, losses,
+              device) -> dict:
     return {
         "size": cfg.size, "parameters": n_params, "steps": cfg.steps,
-        "batch_size": cfg.batch_size, "documents": len(texts),
+        "batch_size": cfg.batch_size, "documents": documents,
         "tokens_seen": tokens_seen, "wall_time_s": round(wall, 1),
         "device": _device_name(device), "torch_threads": torch.get_num_threads(),
         "final_loss_mean_last_50": round(sum(losses[-50:]) / len(losses[-50:]), 4),
@@ -305,8 +376,8 @@ def _has_tabulate() -> bool:
         return False
 
 
-def pretrain_from_args(args) -> Path:
-    """Entry point of ``python -m grpo_lib pretrain``."""
+def pretrainer_from_args(args) -> Pretrainer:
+    """The run ``python -m grpo_lib pretrain`` asks for, checked before any training."""
     from .profiles import profile
 
     defaults = SIZE_DEFAULTS[args.size]
@@ -318,9 +389,12 @@ def pretrain_from_args(args) -> Path:
         seed=args.seed,
         device=args.device or profile().device,
         save_dtype=args.save_dtype,
+        save_every=args.save_every,
+        resume_from_checkpoint=args.resume_from_checkpoint,
+        overwrite_output_dir=args.overwrite_output_dir,
     )
     if cfg.steps < 1 or cfg.batch_size < 1 or cfg.lr <= 0:
         raise ValueError(f"steps, batch size and lr must be positive, got {cfg.steps}, "
                          f"{cfg.batch_size}, {cfg.lr}")
     out = args.out or (DATA_DIR.parent / "models" / f"{args.size}-qwen2-base")
-    return pretrain(cfg, out, eval_n=args.eval_n)
+    return Pretrainer(cfg, out)
