@@ -1,4 +1,5 @@
-"""Command line: ``python -m grpo_lib {make-data,pretrain,eval,train,plot} ...``.
+"""Command line: ``python -m grpo_lib {make-data,make-sft-data,pretrain,card,eval,train,
+sft,plot} ...``.
 
 Each subcommand is a thin wrapper around a library function, so everything the CLI does
 can also be done from a notebook or a script.
@@ -29,10 +30,22 @@ def _make_data(args: argparse.Namespace) -> None:
                             seed=args.seed)
 
 
-def _pretrain(args: argparse.Namespace) -> None:
-    from .pretrain import pretrain_from_args
+def _make_sft_data(args: argparse.Namespace) -> None:
+    from .sft import arithmetic_sft_rows, write_jsonl
 
-    pretrain_from_args(args)
+    rows = arithmetic_sft_rows(args.n, split=args.split)
+    print(f"wrote {write_jsonl(rows, args.out)} ({len(rows)} conversations)")
+
+
+def _pretrain(args: argparse.Namespace) -> None:
+    from .pretrain import pretrainer_from_args
+
+    with _setup_errors("pretrain"):
+        trainer = pretrainer_from_args(args)
+    try:
+        trainer.train_and_save(eval_n=args.eval_n)
+    except KeyboardInterrupt:  # the trainer saved a checkpoint and said how to resume
+        raise SystemExit(130) from None
 
 
 def _card(args: argparse.Namespace) -> None:
@@ -74,6 +87,17 @@ def _train(args: argparse.Namespace) -> None:
         raise SystemExit(130) from None
 
 
+def _sft(args: argparse.Namespace) -> None:
+    from .sft import run_training, trainer_from_yaml
+
+    with _setup_errors("sft"):
+        trainer = trainer_from_yaml(args.config, overrides=args.set or [])
+    try:
+        run_training(trainer)
+    except KeyboardInterrupt:  # the trainer saved a checkpoint and said how to resume
+        raise SystemExit(130) from None
+
+
 def _plot(args: argparse.Namespace) -> None:
     from .plots import plot_run
 
@@ -94,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_make_data)
 
+    p = sub.add_parser("make-sft-data",
+                       help="write arithmetic conversations (R1 format) for SFT")
+    p.add_argument("--out", default="data/sft/arithmetic_r1_chat.jsonl")
+    p.add_argument("--split", default="train", choices=["train", "test"])
+    p.add_argument("--n", type=int, default=200, help="the first N problems")
+    p.set_defaults(func=_make_sft_data)
+
     p = sub.add_parser("pretrain",
                        help="pretrain a tiny Qwen2 base model on the designed corpus")
     p.add_argument("--size", default="tiny", choices=["micro", "tiny", "small"])
@@ -109,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-n", type=int, default=500,
                    help="held-out problems for the model card")
     p.add_argument("--save-dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--save-every", type=int, default=0,
+                   help="checkpoint every N steps in <out>.tmp (0: only on Ctrl-C)")
+    p.add_argument("--resume-from-checkpoint", default=None, metavar="PATH|latest",
+                   help="go on from a checkpoint of an interrupted run")
+    p.add_argument("--overwrite-output-dir", action="store_true",
+                   help="delete an interrupted run's checkpoints and start afresh")
     p.set_defaults(func=_pretrain)
 
     p = sub.add_parser(
@@ -138,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a config field")
     p.set_defaults(func=_train)
+
+    p = sub.add_parser("sft", help="supervised fine-tuning from a YAML config")
+    p.add_argument("--config", required=True)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config field")
+    p.set_defaults(func=_sft)
 
     p = sub.add_parser("plot", help="plot a run directory's metrics.csv")
     p.add_argument("run_dir")

@@ -741,29 +741,19 @@ def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):
 
 
 # ======================================================================================
-# Example data: the arithmetic task's solutions as conversations
+# Example data: arithmetic problems as conversations
 # ======================================================================================
-def arithmetic_sft_rows(n: int, split: str = "train", seed: int = 0) -> list[dict]:
-    """``n`` conversations from the arithmetic task: the chat prompt (``What is ...?``)
-    and a correct reasoning in the R1 format (``<think> ... </think> <answer> ...
-    </answer>``, :func:`grpo_lib.corpus.render_response`). The first ``n`` rows of the
-    split, with their ``question`` and ``answer`` columns kept."""
-    import random
+def arithmetic_sft_rows(n: int, split: str = "train") -> list[dict]:
+    """The first ``n`` problems of an arithmetic split as conversations: the question
+    and a readable R1-format reasoning (``<think> ... </think> <answer> ... </answer>``)
+    by the cold-start annotator (:func:`grpo_lib.tasks.cold_start.cold_start_rows`)."""
+    from .tasks.arithmetic import Problem, read_rows
+    from .tasks.cold_start import cold_start_rows
 
-    from .corpus import render_response
-    from .tasks.arithmetic import Problem, chat_prompt, read_rows, solve_steps
-
-    rng = random.Random(seed)
-    rows = []
-    for r in read_rows(split)[:n]:
-        problem = Problem(r["question"], int(r["answer"]), r["num_operands"],
-                          r["has_parens"], r["precedence_matters"],
-                          solve_steps(r["question"]))
-        reply = render_response(problem, "correct", rng)
-        rows.append({"messages": chat_prompt(r["question"])
-                     + [{"role": "assistant", "content": reply}],
-                     "question": r["question"], "answer": r["answer"]})
-    return rows
+    problems = [Problem(r["question"], int(r["answer"]), r["num_operands"],
+                        r["has_parens"], r["precedence_matters"])
+                for r in read_rows(split)[:n]]
+    return cold_start_rows(problems)
 
 
 def write_jsonl(rows: Sequence[dict], path: str | Path) -> Path:
