@@ -1,5 +1,5 @@
 """Command line: ``python -m grpo_lib {make-data,make-sft-data,pretrain,card,eval,train,
-sft,plot} ...``.
+sft,rejection-sample,plot} ...``.
 
 Each subcommand is a thin wrapper around a library function, so everything the CLI does
 can also be done from a notebook or a script.
@@ -24,10 +24,28 @@ def _setup_errors(command: str):
 
 
 def _make_data(args: argparse.Namespace) -> None:
-    from .tasks import arithmetic
+    """``--stage arithmetic`` (the splits), ``cold-start`` (annotated conversations
+    drawn from the train split) or ``skills`` (the non-reasoning skills)."""
+    from .tasks import arithmetic, cold_start, skills
 
-    arithmetic.write_splits(args.out, n_train=args.n_train, n_test=args.n_test,
-                            seed=args.seed)
+    with _setup_errors("make-data"):
+        if args.stage == "arithmetic":
+            arithmetic.write_splits(args.out or arithmetic.DATA_DIR,
+                                    n_train=args.n_train, n_test=args.n_test,
+                                    seed=args.seed)
+        elif args.stage == "cold-start":
+            cold_start.write_cold_start(args.out or cold_start.COLD_START_DIR,
+                                        n=args.n_train, seed=args.seed)
+        else:
+            skills.write_skills(args.out or skills.SKILLS_DIR, n_train=args.n_train,
+                                n_test=args.n_test, seed=args.seed)
+
+
+def _rejection_sample(args: argparse.Namespace) -> None:
+    from .rejection import rejection_sample_from_args
+
+    with _setup_errors("rejection-sample"):
+        rejection_sample_from_args(args)
 
 
 def _make_sft_data(args: argparse.Namespace) -> None:
@@ -111,10 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
                                      description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("make-data", help="write the arithmetic train/test splits")
-    p.add_argument("--out", default="data/arithmetic")
-    p.add_argument("--n-train", type=int, default=20000)
-    p.add_argument("--n-test", type=int, default=1000)
+    p = sub.add_parser(
+        "make-data", help="write a data set: the arithmetic splits (default), the "
+                          "cold-start conversations or the non-reasoning skills")
+    p.add_argument("--stage", default="arithmetic",
+                   choices=["arithmetic", "cold-start", "skills"])
+    p.add_argument("--out", default=None,
+                   help="folder (default data/arithmetic, data/cold_start, data/skills)")
+    p.add_argument("--n-train", type=int, default=None,
+                   help="training rows (defaults: 20000 problems; 2000 conversations; "
+                        "500 per skill)")
+    p.add_argument("--n-test", type=int, default=None,
+                   help="held-out rows (defaults: 1000 problems; 100 per skill)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_make_data)
 
@@ -182,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a config field")
     p.set_defaults(func=_sft)
 
+    from .rejection import add_rejection_parser
+
+    add_rejection_parser(sub).set_defaults(func=_rejection_sample)
+
     p = sub.add_parser("plot", help="plot a run directory's metrics.csv")
     p.add_argument("run_dir")
     p.add_argument("--out", default=None)
@@ -191,6 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if getattr(args, "command", None) == "make-data":
+        defaults = {"arithmetic": (20000, 1000), "cold-start": (2000, 0),
+                    "skills": (500, 100)}[args.stage]
+        args.n_train = defaults[0] if args.n_train is None else args.n_train
+        args.n_test = defaults[1] if args.n_test is None else args.n_test
     try:  # transformers' per-load "Loading weights" bar is noise in a CLI's output
         from transformers.utils import logging as hf_logging
 

@@ -127,3 +127,19 @@ def test_evaluate_skills_scores_greedy_answers_of_a_real_model():
     assert len(samples) == 8 and set(samples["correct"]) <= {0.0, 1.0}
     with pytest.raises(ValueError, match="at least one row"):
         evaluate_skills(model, tokenizer, [])
+
+
+def test_make_data_cli_writes_each_stage_and_refuses_bad_sizes(tmp_path, capsys):
+    from grpo_lib.cli import main
+
+    main(["make-data", "--stage", "skills", "--out", str(tmp_path / "sk"),
+          "--n-train", "3", "--n-test", "2"])
+    assert len((tmp_path / "sk" / "test.jsonl").read_text().splitlines()) == 8
+    main(["make-data", "--stage", "cold-start", "--out", str(tmp_path / "cs"),
+          "--n-train", "4"])
+    assert len((tmp_path / "cs" / "annotator.jsonl").read_text().splitlines()) == 4
+    with pytest.raises(SystemExit) as stop:
+        main(["make-data", "--stage", "cold-start", "--out", str(tmp_path / "x"),
+              "--n-train", "0"])
+    assert stop.value.code == 2
+    assert "n must be in 1..20000" in capsys.readouterr().err
