@@ -12,14 +12,15 @@
 # ---
 
 # %% [markdown]
+# (ch09)=
 # # When GRPO goes wrong
 #
 # A GRPO run rarely crashes. It fails quietly: the reward goes up while the model gets
 # worse, or nothing moves at all, or the completions fill up with the same phrase. The
 # only way to notice is to read the right metric. This chapter causes five classic
 # failures on purpose, each from a setting that looks harmless, and reads each one off
-# the columns the trainer logs (`metrics.csv`, chapter 7) and the evaluation harness
-# (chapter 5):
+# the columns the trainer logs (`metrics.csv`, {doc}`07_full_loop`) and the
+# evaluation harness ({doc}`05_tiny_base_model`):
 #
 # 1. a **hackable reward**: the reward climbs, the held-out accuracy falls;
 # 2. a **large KL coefficient**: the policy is held near the reference model;
@@ -41,13 +42,14 @@ import tempfile
 import time
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import torch
 import transformers
 from IPython.display import display
 
 from grpo_lib.advantages import group_advantages
-from grpo_lib.display import show_source
+from grpo_lib.display import say, show_source
 from grpo_lib.evaluation import evaluate
 from grpo_lib.logprobs import sequence_logprobs
 from grpo_lib.losses import policy_loss
@@ -74,13 +76,13 @@ CONFIG = REPO / "configs" / "r1_zero_arithmetic.yaml"
 # %% [markdown]
 # ## Setup: short runs from one configuration
 #
-# Every run below starts from the tiny base model with chapter 7's configuration
-# (`configs/r1_zero_arithmetic.yaml`, loaded with `load_config`) and changes one or
-# two settings. These are **short runs**, sized for a CPU: in the `cpu` profile a few
-# dozen steps of a few prompts each, and a held-out evaluation on a few hundred
-# problems after each run. That is enough to see each failure start and to read it off
-# the metrics; the `gpu` profile runs the configuration's full length (150 steps of 16
-# prompts, 500 held-out problems). Sizes come from `P.pick`:
+# Every run below starts from the tiny base model with {doc}`chapter 7 <07_full_loop>`'s
+# configuration (`configs/r1_zero_arithmetic.yaml`, loaded with `load_config`) and
+# changes one or two settings. These are **short runs**, sized for a CPU: in the `cpu`
+# profile a few dozen steps of a few prompts each, and a held-out evaluation on a few
+# hundred problems after each run. That is enough to see each failure start and to read
+# it off the metrics; the `gpu` profile runs the configuration's full length (150 steps
+# of 16 prompts, 500 held-out problems). Sizes come from `P.pick`:
 
 # %%
 STEPS = P.pick(smoke=1, cpu=30, gpu=150)
@@ -126,6 +128,7 @@ print(f"{STEPS} steps x {PROMPTS} prompts x G=8 per run; {N_EVAL} held-out probl
 ref_metrics, ref_eval, ref_samples, ref_model = train_run("reference", [])
 
 # %% [markdown]
+# (ch09-hackable-reward)=
 # ## A hackable reward
 #
 # A reward is a specification, and the policy optimises the specification, not the
@@ -146,19 +149,21 @@ hack_metrics, hack_eval, hack_samples, _ = train_run(
 # part of the reward. That second column is the alarm: a metric you do *not* optimise.
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), constrained_layout=True)
-for ax, (m, title) in zip(axes, [(hack_metrics, "reward = format only"),
-                                 (ref_metrics, "reward = accuracy + 0.1 format")]):
-    for col, label in [("reward/format_reward", "format reward (rewarded)"),
-                       ("accuracy", "strict accuracy of the samples")]:
+fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.4), sharey=True,
+                         constrained_layout=True)
+for ax, (m, title) in zip(axes, [(hack_metrics, "reward: format only"),
+                                 (ref_metrics, "reward: accuracy + 0.1 format")]):
+    for col, label in [("reward/format_reward", "format reward"),
+                       ("accuracy", "strict accuracy")]:
         line, = ax.plot(m["step"], m[col], alpha=0.25)
         ax.plot(m["step"], m[col].rolling(5, min_periods=1).mean(), label=label,
                 color=line.get_color())
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.set_xlabel("step")
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
-axes[0].legend(fontsize=8)
+axes[0].set_ylabel("share of sampled completions")
+axes[0].legend(fontsize=9, loc="lower left")
 plt.show()
 
 # %% [markdown]
@@ -188,43 +193,172 @@ formatted_wrong = hack_samples[hack_samples["formatted"] & ~hack_samples["correc
 print(f"{len(formatted_wrong)} of {len(hack_samples)} held-out answers are well "
       f"formatted and wrong; three of them:")
 for _, row in formatted_wrong.head(3).iterrows():
-    print(f"  {row['question']} = {row['answer']}:  {row['completion'][:110]}")
+    print(f"{row['question']} = {row['answer']}\n  {row['completion'][:84]}")
 
 # %% [markdown]
 # **Diagnosis.** The signature of a hacked reward is a rewarded metric that improves
-# while an unrewarded measure of the real goal does not, or gets worse. Here the
-# format rate goes up and the strict accuracy (logged by the trainer, and measured on
-# held-out problems by the harness) goes down: nothing in the reward holds the
-# arithmetic in place, and the updates that make the format more likely also shift
-# the digits. Chapter 3 showed two more hacks of rule rewards (lenient parsing, a
-# length bonus). The defence is the same for all of them: log every reward function
-# separately, log the task metric even when it is not rewarded, and evaluate on
-# held-out data with strict parsing.
+# while an unrewarded measure of the real goal does not, or gets worse. Here:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+early, late = hack_trend["format only"]
+say(f"with the format-only reward the held-out format rate went from "
+    f"{base_eval['format_rate']:.3f} (base model) to {hack_eval['format_rate']:.3f}, "
+    f"while the held-out strict accuracy went from {base_eval['strict_acc']:.3f} to "
+    f"{hack_eval['strict_acc']:.3f} and the strict accuracy of the sampled "
+    f"completions, logged but not rewarded, from {early:.3f} in the first third of "
+    f"the run to {late:.3f} in the last.")
+
+# %% [markdown]
+# Nothing in the reward holds the arithmetic in place, and the updates that make the
+# format more likely also shift the digits. {ref}`ch03-reward-hacking` hacked two more
+# rule rewards on purpose: a substring test that a list of numbers passes, and a grader
+# that evaluates an expression copied from the question; {ref}`ch03-lenient-parsing`
+# showed how a lenient answer extraction is gamed. The defence is the same for all of
+# them: log every reward function separately, log the task metric even when it is not
+# rewarded, and evaluate on held-out data with strict parsing.
 #
+# (ch09-kl)=
 # ## KL to a reference with a large $\beta$
 #
-# DeepSeekMath's objective subtracts $\beta\,\mathbb D_{KL}(\pi_\theta \| \pi_{ref})$,
-# estimated per token with Schulman's $k_3$ {cite}`schulman2020kl`, to keep the policy
-# near the model it started from; DeepSeekMath used $\beta = 0.04$
-# {cite}`shao2024deepseekmath`. With $\beta > 0$ the trainer keeps a frozen copy of
-# the base model and logs the mean $k_3$ per token as `kl`. How strongly does the
-# penalty hold the policy? Differentiate one token's loss, $-A\,r + \beta k_3$ with
-# $k_3 = \rho - \log\rho - 1$ and $\rho = \pi_{ref}/\pi_\theta$, with respect to
-# $\log\pi_\theta$ at $r = 1$ ($\mu = 1$):
+# DeepSeekMath's objective subtracts
+# $\beta\,\mathbb D_{\mathrm{KL}}(\pi_\theta \,\Vert\, \pi_{\mathrm{ref}})$, estimated
+# per token with Schulman's $k_3$ {cite}`schulman2020kl`, to keep the policy near the
+# model it started from; DeepSeekMath used $\beta = 0.04$ {cite}`shao2024deepseekmath`.
+# With $\beta > 0$ the trainer keeps a frozen copy of the base model and logs the mean
+# $k_3$ per token as `kl`.
+#
+# (ch09-kl-balance)=
+# ### How far can one token move?
+#
+# How strongly does the penalty hold the policy? Take one token $o_t$ of one
+# completion, on the one pass over its batch ($\mu = 1$), and follow the loss as a
+# function of that token's log-probability $s = \log\pi_\theta(o_t)$, everything else
+# fixed. (The real update moves weights that every token shares; this is the pull on
+# one token.) With the notation of the {ref}`notation` page, the reference log-ratio
+# is $\delta = s - \log\pi_{\mathrm{ref}}(o_t)$ and the per-token $k_3$ is
+# $e^{-\delta} + \delta - 1$. The policy ratio is $\rho = e^{s - \operatorname{sg}[s]}$,
+# with $\operatorname{sg}$ the stop-gradient: its value is 1 and its derivative with
+# respect to $s$ is $\rho = 1$, so the clipped surrogate $-\rho\hat A$ contributes
+# $-\hat A$ to $\partial\ell/\partial s$ (the clip does not act at $\rho = 1$). The
+# per-token loss that `policy_loss` adds up is
 #
 # $$
-# \frac{\partial}{\partial \log\pi_\theta}\big(-A\,r + \beta k_3\big)
-#   = -A + \beta\,(1 - \rho) \approx -A + \beta\,\delta,
-#   \qquad \delta = \log\pi_\theta - \log\pi_{ref}.
+# \ell(s) = -\rho\,\hat A + \beta\,\rho^{c}\,k_3(\delta),
 # $$
 #
-# The penalty's pull is zero where the policy starts ($\delta = 0$) and grows with the
-# distance travelled; the push of the advantage and the pull of the penalty balance at
-# $\delta \approx A/\beta$. Group advantages are of order 1 (chapter 8's table), so
-# with $\beta = 0.04$ a token's log-probability may move by tens of nats before the
-# penalty matters, which is no limit at all, while with $\beta = 5$ it can move by a
-# fraction of a nat. Train the same configuration at several $\beta$ (the $\beta = 0$
-# run is the reference run above):
+# where $c = 0$ is DeepSeekMath's penalty as written (`use_bias_correction_kl=False`)
+# and $c = 1$ multiplies $k_3$ by the ratio (`use_bias_correction_kl=True`, the default
+# of the trainer and of TRL 1.16; {ref}`ch02-kl-gradient` shows that this turns the
+# penalty's gradient into that of the reverse KL). The aggregation only multiplies
+# $\ell$ by a positive weight, so it changes no sign. With
+# $\partial k_3/\partial s = 1 - e^{-\delta}$ and $\rho = 1$:
+#
+# $$
+# \frac{\partial \ell}{\partial s} = -\hat A + \beta\,(1 - e^{-\delta}) \quad (c = 0),
+# \qquad
+# \frac{\partial \ell}{\partial s} = -\hat A + \beta\,(k_3 + 1 - e^{-\delta})
+#   = -\hat A + \beta\,\delta \quad (c = 1).
+# $$
+#
+# Gradient descent moves $s$ against this derivative: up while it is negative, down
+# while it is positive, and a token stops where it vanishes, its balance point
+# $\delta^*$. The advantage pushes $s$ with a constant force $\hat A$; the penalty
+# pulls back with $\beta(1 - e^{-\delta})$ or $\beta\delta$, which is zero where the
+# policy starts ($\delta = 0$) and agrees to first order near it. Far from it the two
+# differ:
+#
+# - **$k_3$ alone ($c = 0$).** The pull $\beta(1 - e^{-\delta})$ is bounded above by
+#   $\beta$. For $\hat A \ge \beta$ there is no balance point: the gradient never
+#   vanishes and the advantage wins, whatever the distance, until the token's
+#   probability is close to 1. For $0 < \hat A < \beta$ the balance is at
+#   $\delta^* = -\ln(1 - \hat A/\beta)$, and for $\hat A < 0$ at
+#   $\delta^* = -\ln(1 + |\hat A|/\beta)$: pushing a probability *down* meets a pull
+#   that grows like $e^{-\delta}$.
+# - **$k_3$ times the ratio ($c = 1$).** The pull $\beta\delta$ is linear in both
+#   directions, and the balance is at $\delta^* = \hat A/\beta$.
+#
+# Autograd on `policy_loss` itself checks both. For a single token (with
+# $\log\pi_{\mathrm{ref}} = 0$, so that $s = \delta$), find where the gradient
+# vanishes by bisection on its sign, and compare with the closed forms:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def token_grad(delta, adv, beta, corrected):
+    """d loss / d log pi of one on-policy token at reference log-ratio delta."""
+    logp = torch.tensor([[delta]], dtype=torch.float64, requires_grad=True)
+    one = torch.ones(1, 1, dtype=torch.float64)
+    loss, _ = policy_loss(logp, None, torch.tensor([adv], dtype=torch.float64), one,
+                          beta=beta, ref_logp=0 * one, use_bias_correction_kl=corrected)
+    return torch.autograd.grad(loss, logp)[0].item()
+
+
+def balance(adv, beta, corrected, lo=-30.0, hi=30.0):
+    """The delta in [lo, hi] where the token's gradient vanishes; None if nowhere."""
+    if token_grad(lo, adv, beta, corrected) * token_grad(hi, adv, beta, corrected) > 0:
+        return None
+    for _ in range(90):  # the gradient increases with delta: bisect on its sign
+        mid = (lo + hi) / 2
+        if token_grad(mid, adv, beta, corrected) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def fmt(x):
+    return "none" if x is None else f"{x:+.2f}"
+
+
+print("    A   beta |  k3: autograd  closed form | k3 x ratio: autograd  A / beta")
+for adv, beta in [(-1.0, 0.04), (0.02, 0.04), (1.0, 0.04), (-1.0, 0.5), (1.0, 0.5),
+                  (-1.0, 5.0), (1.0, 5.0)]:
+    closed = -np.log(1 - adv / beta) if adv < beta else None
+    print(f"{adv:+5.2f} {beta:6.2f} | {fmt(balance(adv, beta, False)):>13} "
+          f"{fmt(closed):>12} | {fmt(balance(adv, beta, True)):>20} "
+          f"{adv / beta:+8.2f}")
+
+# %% [markdown]
+# Where the closed form says "none" ($\hat A \ge \beta$ for plain $k_3$), the gradient
+# keeps its sign at every distance. Over a grid of $\delta$ from $-40$ to $40$ nats,
+# its largest value stays below zero, and tends to $-(\hat A - \beta)$:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+grid = np.linspace(-40, 40, 801)
+for adv, beta in [(1.0, 0.04), (0.1, 0.04), (1.0, 0.5)]:
+    worst = max(token_grad(d, adv, beta, corrected=False) for d in grid)
+    print(f"A = {adv:.2f}, beta = {beta:.2f}: largest dl/ds on the grid "
+          f"{worst:+.4f}, -(A - beta) = {-(adv - beta):+.4f}")
+
+# %% [markdown]
+# What does this mean at DeepSeekMath's $\beta = 0.04$? Group advantages are of order
+# 1 ({ref}`ch08-difficulty`); the cell below takes their range for binary rewards and
+# $G = 8$ and reads the balance points off the formulas above:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+binary = [group_advantages(torch.tensor([1.0] * k + [0.0] * (8 - k)), 8)
+          for k in range(1, 8)]
+sizes = torch.cat(binary).abs()  # [56] all non-zero advantages of G = 8 groups
+d_plain = -np.log(1 + 1.0 / 0.04)  # plain k3, A = -1, beta = 0.04
+say(f"With binary rewards and $G = 8$ the non-zero $|\\hat A|$ run from "
+    f"{sizes.min():.2f} to {sizes.max():.2f}, all larger than $\\beta = 0.04$. So "
+    f"plain $k_3$ puts no limit on *raising* a token's probability, and the "
+    f"ratio-weighted penalty balances only at $\\hat A/\\beta$ = "
+    f"{sizes.min() / 0.04:.1f} to {sizes.max() / 0.04:.1f} nats. *Lowering* a "
+    f"probability is where plain $k_3$ acts: at $\\hat A = -1$ it stops $\\delta$ at "
+    f"{d_plain:.2f} nats, a probability divided by {np.exp(-d_plain):.0f}, where "
+    f"the ratio-weighted penalty lets it fall to {-1 / 0.04:.0f} nats.")
+
+# %% [markdown]
+# Both are far beyond the distance a policy travels in a run this short (the $k_3$ to
+# the base model is measured below), so at $\beta = 0.04$ neither form of the penalty
+# binds here. With $\beta = 5$, every advantage of a $G = 8$ group is smaller than
+# $\beta$, and both forms hold every token within a fraction of a nat of the base
+# model (the last two rows of the table above). The runs below use the trainer's
+# default (`use_bias_correction_kl=True`) and train the same configuration at several
+# $\beta$ (the $\beta = 0$ run is the reference run above):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -238,8 +372,9 @@ for beta in BETAS:
 # With $\beta = 0$ the trainer builds no reference model and logs no KL. To compare
 # all runs on one scale, measure each trained policy's distance from the base model
 # after training: sample completions from the trained policy, score their tokens under
-# both models with `sequence_logprobs` (chapter 4), and average $k_1 = \log
-# \pi_\theta - \log\pi_{ref}$ and $k_3$ (chapter 2) over the tokens:
+# both models with `sequence_logprobs` ({doc}`04_causal_lm_shift`), and average
+# $k_1 = \delta$ and $k_3 = e^{-\delta} + \delta - 1$ ({doc}`02_objective`) over the
+# tokens:
 
 # %%
 N_KL = P.pick(smoke=4, cpu=64, gpu=256)
@@ -274,70 +409,88 @@ for beta, (m, ev, model) in beta_runs.items():
                                  if gain_0 > 0 else float("nan")),
         "train acc, first third": m["accuracy"].head(last).mean(),
         "train acc, last third": m["accuracy"].tail(last).mean(),
-        "logged kl, last third": m["kl"].tail(last).mean() if beta > 0 else float("nan"),
+        "logged kl, last third": (m["kl"].tail(last).mean() if beta > 0
+                                  else float("nan")),
         "k1 to base": k1, "k3 to base": k3,
         "update s / step": m["time_update"].mean()}
 kl_table = pd.DataFrame(kl_rows).T.rename_axis("beta")
 kl_table.round(4)
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(14, 3.4), constrained_layout=True)
 labels = [f"{b:g}" for b in kl_table.index]
+fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.2), constrained_layout=True)
 axes[0].plot(labels, kl_table["held-out strict"], marker="o", label="trained")
 axes[0].axhline(base_eval["strict_acc"], color="gray", ls="--", label="base model")
-axes[0].set_title("held-out strict accuracy after training")
-axes[0].set_xlabel("beta")
-axes[0].legend(fontsize=8)
-for i, (beta, (m, _, _)) in enumerate(beta_runs.items()):
-    style = dict(label=f"beta = {beta:g}", color=f"C{i}")  # one colour per beta
-    if beta > 0:
-        axes[1].plot(m["step"], m["kl"].rolling(5, min_periods=1).mean(), **style)
-    axes[2].plot(m["step"], m["accuracy"].rolling(5, min_periods=1).mean(), **style)
-axes[1].set_title("logged KL (mean k3 per token, 5-step mean)")
-axes[2].set_title("training accuracy (5-step mean)")
-for ax in axes[1:]:
-    ax.set_xlabel("step")
-    ax.legend(fontsize=8)
+axes[0].set_title("held-out strict accuracy", fontsize=10)
+axes[0].legend(fontsize=9)
+axes[1].plot(labels, kl_table["k3 to base"], marker="o", color="C1")
+axes[1].set_title("k3 to the base model, per token", fontsize=10)
 for ax in axes:
+    ax.set_xlabel("beta")
     ax.grid(alpha=0.3)
 plt.show()
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-big = max(BETAS)
-print(f"held-out strict: base model {base_eval['strict_acc']:.3f}; " + ", ".join(
-    f"beta = {b:g}: {r['held-out strict']:.3f}" for b, r in kl_table.iterrows()))
-print(f"beta = {big:g} keeps {kl_table.loc[big, 'share of beta=0 gain']:.0%} of the "
-      f"beta = 0 gain; its k3 to the base model is "
-      f"{kl_table.loc[big, 'k3 to base']:.4f} against "
-      f"{kl_table.loc[0.0, 'k3 to base']:.4f} for beta = 0")
-print(f"update time per step: beta = 0 {kl_table.loc[0.0, 'update s / step']:.2f} s, "
-      f"beta > 0 {kl_table.loc[BETAS, 'update s / step'].mean():.2f} s on average")
+fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.2), constrained_layout=True)
+for i, (beta, (m, _, _)) in enumerate(beta_runs.items()):
+    style = dict(label=f"beta = {beta:g}", color=f"C{i}")  # one colour per beta
+    if beta > 0:
+        axes[0].plot(m["step"], m["kl"].rolling(5, min_periods=1).mean(), **style)
+    axes[1].plot(m["step"], m["accuracy"].rolling(5, min_periods=1).mean(), **style)
+axes[0].set_title("logged kl (mean k3 per token)", fontsize=10)
+axes[1].set_title("training accuracy", fontsize=10)
+for ax in axes:
+    ax.set_xlabel("step (5-step mean)")
+    ax.grid(alpha=0.3)
+axes[1].legend(fontsize=9)
+plt.show()
 
 # %% [markdown]
-# **Reading it.** The held-out accuracy never gains from a larger $\beta$, and once
-# $\beta$ is large it falls back towards the base model's; the panels show why. A
-# small $\beta$ such as DeepSeekMath's 0.04 behaves like $\beta = 0$ in a run this
-# short: the balance point $A/\beta$ is far beyond anything the policy reaches. The
-# largest $\beta$ holds the policy in place: its distance from the base model ($k_1$,
-# $k_3$ measured after training) is the smallest, its training accuracy stays where it
-# started (first third against last third in the table), and it keeps only a small
-# share of the gain of the $\beta = 0$ run (printed above). Its logged `kl` is small
-# *because* the penalty works, so a small `kl` on its own is no evidence that a run is
-# healthy: read it next to the reward and the held-out accuracy, and against a
-# $\beta = 0$ run. Note also that every per-token KL here is small, even for the
-# $\beta = 0$ run: the tiny model's next-token distribution is sharp, and getting an
-# answer right changes the probabilities of a handful of tokens in a trace of fifty.
-# The price of any $\beta > 0$ is the reference model: a second copy of the weights
-# in memory and a forward pass in every update, about a third of the compute of the
-# policy's forward and backward pass. For this 1M-parameter model that cost is lost in
-# the noise of the update times printed above; for a 0.5B model it is a real share of
-# the step and of
+# **Reading it.** The cell below reads the table:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+big, small = max(BETAS), min(BETAS)
+t = kl_table
+acc = t["held-out strict"]
+never_gains = bool((acc.diff().dropna() <= 1e-9).all())
+t_0, t_kl = t.loc[0.0, "update s / step"], t.loc[BETAS, "update s / step"].mean()
+say(f"Held-out strict accuracy: base model {base_eval['strict_acc']:.3f}; " + ", ".join(
+    f"$\\beta$ = {b:g}: {a:.3f}" for b, a in acc.items()) + ". "
+    + ("It never gains from a larger $\\beta$. " if never_gains else "")
+    + f"The largest $\\beta$ = {big:g} keeps {t.loc[big, 'share of beta=0 gain']:.0%} "
+    f"of the gain of the $\\beta = 0$ run; its $k_3$ to the base model after training "
+    f"is {t.loc[big, 'k3 to base']:.4f} per token against "
+    f"{t.loc[0.0, 'k3 to base']:.4f} for $\\beta = 0$ and "
+    f"{t.loc[small, 'k3 to base']:.4f} for $\\beta$ = {small:g}; its training "
+    f"accuracy goes from {t.loc[big, 'train acc, first third']:.3f} in the first "
+    f"third of the run to {t.loc[big, 'train acc, last third']:.3f} in the last, "
+    f"against {t.loc[0.0, 'train acc, first third']:.3f} to "
+    f"{t.loc[0.0, 'train acc, last third']:.3f} for $\\beta = 0$. Update time per "
+    f"step: {t_0:.2f} s for $\\beta = 0$, {t_kl:.2f} s on average for "
+    f"$\\beta > 0$ ({t_kl / t_0 - 1:+.0%}).")
+
+# %% [markdown]
+# A small $\beta$ such as DeepSeekMath's 0.04 behaves like $\beta = 0$ in a run this
+# short: as {ref}`ch09-kl-balance` showed, its balance points lie many nats away, and
+# every per-token distance measured here is a small fraction of a nat. The tiny
+# model's next-token distribution is sharp, and getting an answer right changes the
+# probabilities of a handful of tokens in a trace of fifty. The largest $\beta$ holds
+# the policy in place: its balance points are within a fraction of a nat, and its
+# distance from the base model, its training accuracy and its held-out gain (above)
+# all stay small. Its logged `kl` is small *because* the penalty works, so a small
+# `kl` on its own is no evidence that a run is healthy: read it next to the reward and
+# the held-out accuracy, and against a $\beta = 0$ run.
+#
+# The price of any $\beta > 0$ is the reference model: a second copy of the weights in
+# memory and a forward pass in every update, about a third of the compute of the
+# policy's forward and backward pass. The update times printed above show that cost
+# even for this tiny model; for a 0.5B model the second copy is also a real share of
 # the GPU memory. This is why DAPO {cite}`yu2025dapo` and Dr. GRPO
 # {cite}`liu2025drgrpo` drop the KL term for reasoning RL from a base model
 # ($\beta = 0$ is TRL's default too): there the policy is *supposed* to move far from
 # the base model, and the KL term holds back exactly that.
 #
+# (ch09-zero-variance)=
 # ## Zero-variance groups: all-easy prompts
 #
 # A group whose $G$ rewards are all equal has advantages of exactly zero
@@ -380,62 +533,84 @@ dyn_metrics, dyn_eval, _, _ = train_run("easy_dynamic", ["dynamic_sampling=true"
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+def live_groups(m, dynamic=False):
+    """Groups per step whose rewards differ: the groups that carry a gradient."""
+    if dynamic:  # dynamic sampling trains only on groups with a signal
+        return m["num_groups"]
+    return m["num_groups"] * (1 - m["zero_std_frac"])
+
+
+zero_runs = [("reference (all prompts)", ref_metrics.head(EASY_STEPS), ref_eval, False),
+             ("easy prompts", easy_metrics, easy_eval, False),
+             ("easy + dynamic sampling", dyn_metrics, dyn_eval, True)]
 zero_table = pd.DataFrame({
     name: {"zero_std_frac (all sampled)": m["zero_std_frac"].mean(),
            "groups trained on per step": m["num_groups"].mean(),
+           "... with a signal": live_groups(m, dyn).mean(),
            "steps with grad_norm = 0": int((m["grad_norm"].fillna(0) == 0).sum()),
            "mean grad_norm": m["grad_norm"].mean(),
            "generation s / step": m["time_generate"].mean(),
-           "update s / step": m["time_update"].mean()}
-    for name, m in [("reference (all prompts)", ref_metrics.head(EASY_STEPS)),
-                    ("easy prompts", easy_metrics),
-                    ("easy + dynamic sampling", dyn_metrics)]}).T
+           "held-out strict": ev["strict_acc"]}
+    for name, m, ev, dyn in zero_runs}).T
 zero_table.round(3)
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 3.2))
-for m, label in [(ref_metrics.head(EASY_STEPS), "reference (all prompts)"),
-                 (easy_metrics, "easy prompts"),
-                 (dyn_metrics, "easy + dynamic sampling (all rounds)")]:
-    ax.plot(m["step"], m["zero_std_frac"], marker=".", label=label)
-ax.set_xlabel("step")
-ax.set_ylabel("share of groups with equal rewards")
-ax.set_ylim(-0.05, 1.05)
-ax.grid(alpha=0.3)
-ax.legend(fontsize=8)
+fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.4), constrained_layout=True)
+for name, m, _, dyn in zero_runs:
+    axes[0].plot(m["step"], live_groups(m, dyn), marker=".", label=name)
+    axes[1].plot(m["step"], m["time_generate"], marker=".", label=name)
+axes[0].axhline(PROMPTS, color="gray", ls="--", lw=0.8)
+axes[0].set_ylim(0, PROMPTS + 0.5)
+axes[0].set_title("groups with a signal, trained on", fontsize=10)
+axes[1].set_title("generation time per step (s)", fontsize=10)
+for ax in axes:
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+axes[0].legend(fontsize=9, loc="lower left")
 plt.show()
+
+# %% [markdown]
+# The dashed line is the batch: `per_step_prompts` groups. **Reading it.**
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-cost = (zero_table.loc["easy + dynamic sampling", "generation s / step"]
-        / zero_table.loc["easy prompts", "generation s / step"])
-dead_share = zero_table.loc["easy prompts", "zero_std_frac (all sampled)"]
-print(f"dynamic sampling: {cost:.1f}x the generation time per step, "
-      f"{zero_table.loc['easy + dynamic sampling', 'groups trained on per step']:.1f} "
-      f"groups with a signal per step instead of "
-      f"{zero_table.loc['easy prompts', 'groups trained on per step']:.1f} groups of "
-      f"which a share {dead_share:.2f}"
-      f" had none")
+z = zero_table
+ref_row, easy_row, dyn_row = (z.loc[n] for n, _, _, _ in zero_runs)
+say(f"On the easy prompts a share {easy_row['zero_std_frac (all sampled)']:.2f} of the "
+    f"groups is dead (the reference run: "
+    f"{ref_row['zero_std_frac (all sampled)']:.2f}), so of the "
+    f"{easy_row['groups trained on per step']:.0f} groups of a step only "
+    f"{easy_row['... with a signal']:.1f} carry a signal on average; the mean "
+    f"gradient norm is {easy_row['mean grad_norm']:.3f} against "
+    f"{ref_row['mean grad_norm']:.3f}, and the held-out strict accuracy after "
+    f"{EASY_STEPS} steps is {easy_row['held-out strict']:.3f} (base model "
+    f"{base_eval['strict_acc']:.3f}). Dynamic sampling trains on "
+    f"{dyn_row['... with a signal']:.1f} groups with a signal per step, for "
+    f"{dyn_row['generation s / step'] / easy_row['generation s / step']:.1f} times "
+    f"the generation time; its held-out strict accuracy is "
+    f"{dyn_row['held-out strict']:.3f}.")
 
 # %% [markdown]
-# **Reading it.** On the easy prompts most groups are dead (compare their
-# `zero_std_frac` with the reference run's in the table), the gradient is smaller,
-# and the held-out accuracy does not improve: the steps cost a full rollout and teach
-# little, because only the few groups with a slip in them carry a signal. A `grpo` or
-# `dapo` loss also *dilutes* those live groups: the dead completions still count in
-# the denominator. Dynamic sampling keeps only groups with a signal: here its extra
-# rounds filled almost the whole batch with live groups, and the price is the
-# generation time per step printed above. When the prompt pool is nearly all easy the
-# extra rounds cannot fill the batch, and the right fix is upstream, in the data:
-# drop prompts the policy always solves (or never solves) and keep the ones at the
-# edge of its ability, which is what DAPO's filter approximates online.
+# The steps on easy prompts cost a full rollout and teach little, because only the few
+# groups with a slip in them carry a signal. A `grpo` or `dapo` loss also *dilutes*
+# those live groups: the dead completions still count in the denominator. Dynamic
+# sampling refills the batch with groups that carry a signal, at the price of the
+# extra generation rounds (right panel); when even `dynamic_sampling_max_rounds` extra
+# rounds do not find enough live groups, the step trains on fewer (left panel). When
+# the prompt pool is nearly all easy, the right fix is upstream, in the data: drop
+# prompts the policy always solves (or never solves) and keep the ones at the edge of
+# its ability, which is what DAPO's filter approximates online. In a run this short on
+# a handful of prompts, neither run moves the held-out accuracy much: the point here
+# is the signal per step, not the score.
 #
+# (ch09-repetition)=
 # ## Repetition
 #
 # Responses get longer during R1-Zero's training, and longer thinking helps on hard
 # problems {cite}`deepseekai2025r1`; so it is tempting to *reward* length. A reward
 # for length pays for the cheapest way to be long, and this base model knows one: its
-# pretraining corpus contains "rambling" traces that repeat a step (chapter 5). Here
+# pretraining corpus contains "rambling" traces that repeat a step
+# ({doc}`05_tiny_base_model`). Here
 # is a well-meant "think longer" reward, tokens / 96 capped at 1, with the format
 # reward at 0.1, and no accuracy term:
 
@@ -464,20 +639,21 @@ rep_metrics, rep_eval, rep_samples, _ = train_run(
     reward_funcs=[format_reward, longer_is_better, repetition_penalty_reward])
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(14, 3.4), constrained_layout=True)
+fig, axes = plt.subplots(3, 1, figsize=(7.3, 7.2), sharex=True,
+                         constrained_layout=True)
 panels = [
-    ("completion_length", "mean completion length (tokens)"),
-    ("reward/repetition_penalty_reward", "-(share of repeated trigrams)"),
-    ("truncated_frac", "share truncated at 96 tokens"),
+    ("completion_length", "mean length (tokens)"),
+    ("reward/repetition_penalty_reward", "-(repeated trigrams)"),
+    ("truncated_frac", "truncated at 96"),
 ]
-for ax, (col, title) in zip(axes, panels):
+for ax, (col, label) in zip(axes, panels):
     ax.plot(rep_metrics["step"], rep_metrics[col], marker=".", label="longer is better")
     if col in ref_metrics:
         ax.plot(ref_metrics["step"], ref_metrics[col], marker=".", label="reference")
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel("step")
+    ax.set_ylabel(label)
     ax.grid(alpha=0.3)
-axes[0].legend(fontsize=8)
+axes[-1].set_xlabel("step")
+axes[0].legend(fontsize=9)
 plt.show()
 
 # %%
@@ -490,32 +666,52 @@ display(rep_table.round(3))
 looping = rep_samples.sort_values("repeated_fraction", ascending=False).head(2)
 for _, row in looping.iterrows():
     print(f"{row['question']} (repeated trigrams {row['repeated_fraction']:.2f}):\n"
-          f"  {row['completion'][:150]}")
+          f"  {row['completion'][:84]}\n  {row['completion'][84:168]}")
 
 # %% [markdown]
-# **Diagnosis.** Three logged columns move together: `completion_length` climbs,
-# `truncated_frac` climbs (the loops run into the 96-token limit, where the length
-# reward is maxed out), and the logged repetition share grows; the harness's
-# `repetition_rate` and `truncated_rate` confirm it on held-out problems, and the
-# answers are gone with the closing tags that never come. Nothing in the reward asked
-# for repetition; it paid for length, and repeating a known step is the easiest
-# length this policy can produce. The fixes are on the reward side: pay for the task,
-# not for
-# length; if length must be controlled, penalise overlong completions (DAPO's soft
-# overlong punishment, `soft_overlong_punishment`) or reward brevity among right
-# answers (Kimi 1.5's `length_reward`, {cite}`kimi2025k15`), and add
+# **Diagnosis.**
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def thirds(col):
+    """Mean of a logged column over the first and the last third of the run."""
+    return rep_metrics[col].head(third).mean(), rep_metrics[col].tail(third).mean()
+
+
+(l0, l1), (t0, t1) = thirds("completion_length"), thirds("truncated_frac")
+r0, r1 = (-x for x in thirds("reward/repetition_penalty_reward"))
+say(f"From the first third of the run to the last, `completion_length` goes from "
+    f"{l0:.1f} to {l1:.1f} tokens, `truncated_frac` from {t0:.2f} to {t1:.2f} and the "
+    f"logged share of repeated trigrams from {r0:.2f} to {r1:.2f}. On held-out "
+    f"problems the harness finds a `repetition_rate` of "
+    f"{rep_eval['repetition_rate']:.2f} and a `truncated_rate` of "
+    f"{rep_eval['truncated_rate']:.2f} (base model: "
+    f"{base_eval['repetition_rate']:.2f} and {base_eval['truncated_rate']:.2f}), a "
+    f"format rate of {rep_eval['format_rate']:.2f} and a strict accuracy of "
+    f"{rep_eval['strict_acc']:.2f}.")
+
+# %% [markdown]
+# The three logged columns move together: the loops run into the 96-token limit, where
+# the length reward is maxed out, and the answers are gone with the closing tags that
+# never come. Nothing in the reward asked for repetition; it paid for length, and
+# repeating a known step is the easiest length this policy can produce. The fixes are on
+# the reward side: pay for the task, not for length; if length must be controlled,
+# penalise overlong completions (DAPO's soft overlong punishment,
+# `soft_overlong_punishment`) or reward brevity among right answers (Kimi 1.5's
+# `length_reward`, {cite}`kimi2025k15`, in {ref}`ch03-length-rewards`), and add
 # `repetition_penalty_reward` with a negative weight when loops appear.
 #
+# (ch09-loss-zero)=
 # ## Why the logged loss is about 0
 #
 # Look at the `loss` column of the reference run next to its gradient norm:
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 3.2), constrained_layout=True)
+fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.2), constrained_layout=True)
 axes[0].plot(ref_metrics["step"], ref_metrics["loss"], marker=".")
-axes[0].set_title("logged loss (loss_type = grpo, mu = 1)")
+axes[0].set_title("logged loss (grpo, mu = 1)", fontsize=10)
 axes[1].plot(ref_metrics["step"], ref_metrics["grad_norm"], marker=".", color="C1")
-axes[1].set_title("gradient norm (before clipping)")
+axes[1].set_title("gradient norm (before clipping)", fontsize=10)
 for ax in axes:
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
@@ -530,28 +726,30 @@ print(f"reference run: max |loss| = {ref_metrics['loss'].abs().max():.2e}, "
 # %% [markdown]
 # The loss is zero to float precision in every step, yet the gradient is not, and the
 # model learns. With $\mu = 1$ the policy that samples the batch is the policy being
-# updated, so every ratio is
+# updated, so every policy ratio is
 #
 # $$
-# r_{i,t} = \frac{\pi_\theta(o_{i,t})}{\pi_{\theta_{old}}(o_{i,t})}
+# \rho_{i,t} = \frac{\pi_\theta(o_{i,t})}{\pi_{\theta_{\mathrm{old}}}(o_{i,t})}
 #         = \exp\big(\log\pi_\theta - \operatorname{sg}[\log\pi_\theta]\big) = 1,
 # $$
 #
 # where $\operatorname{sg}$ is stop-gradient (`logp.detach()`). The clip does not act
-# at $r = 1$, so each token's loss is $-r_{i,t} A_i = -A_i$ and, with $\beta = 0$,
-# `grpo`'s aggregation gives
+# at $\rho = 1$, so each token's loss is $-\rho_{i,t} \hat A_i = -\hat A_i$ and, with
+# $\beta = 0$, `grpo`'s aggregation gives
 #
 # $$
-# L = -\frac1B \sum_i \frac{1}{|o_i|}\sum_t A_i = -\frac1B\sum_i A_i = 0,
+# \mathcal L = -\frac1B \sum_i \frac{1}{|o_i|}\sum_t \hat A_i
+#   = -\frac1B\sum_i \hat A_i = 0,
 # $$
 #
-# because a group's advantages $A_i = (r_i - \bar r)/(\sigma + \varepsilon)$ sum to
-# zero. But the derivative of $r_{i,t}$ is $r_{i,t}\,\nabla\log\pi_\theta(o_{i,t}) =
+# because a group's advantages
+# $\hat A_i = (r_i - \bar r)/(\sigma_r + \epsilon_{\mathrm{std}})$ sum to zero. But the
+# derivative of $\rho_{i,t}$ is $\rho_{i,t}\,\nabla\log\pi_\theta(o_{i,t}) =
 # \nabla\log\pi_\theta(o_{i,t})$, so
 #
 # $$
-# \nabla L = -\frac1B\sum_i \frac{A_i}{|o_i|}\sum_t \nabla\log\pi_\theta(o_{i,t})
-#          \neq 0:
+# \nabla \mathcal L = -\frac1B\sum_i \frac{\hat A_i}{|o_i|}\sum_t
+#   \nabla\log\pi_\theta(o_{i,t}) \neq 0:
 # $$
 #
 # the policy gradient with the group mean as baseline. The value is zero because the
@@ -573,30 +771,32 @@ for lt in ("grpo", "dapo", "reinforce"):
     loss, stats = policy_loss(logp, None, adv, mask, loss_type=lt,
                               max_completion_length=6)
     (grad,) = torch.autograd.grad(loss, logp)
-    value = round(loss.item(), 6) + 0.0  # no "-0.000000"
-    print(f"{lt:>9}: loss {value:+.6f}   |grad| {grad.norm():.6f}   "
+    value = round(loss.item(), 4) + 0.0  # no "-0.0000"
+    print(f"{lt:>9}: loss {value:+.4f}   |grad| {grad.norm():.4f}   "
           f"ratio mean {stats['ratio_mean']:.1f}")
 dapo_by_hand = -(adv * lengths).sum() / lengths.sum()
 reinforce_by_hand = -(adv * (logp.detach() * mask).sum(-1)).mean()
-print(f"by hand: dapo -sum_i A_i |o_i| / N = {dapo_by_hand.item():+.6f}, "
-      f"reinforce -mean_i A_i log pi(o_i) = {reinforce_by_hand.item():+.6f}")
+print(f"by hand: dapo -sum_i A_i |o_i| / N = {dapo_by_hand.item():+.4f}, "
+      f"reinforce -mean_i A_i log pi(o_i) = {reinforce_by_hand.item():+.4f}")
 
 # %% [markdown]
 # Only `grpo` (and `scale_rewards` of any kind with it) logs exactly 0. The token-level
-# losses log $-\sum_i A_i|o_i| / N$, the length-weighted advantage: not zero, but not
-# a measure of progress either (it is negative when the longer completions of the
-# step were the better ones). REINFORCE logs $-\frac1B\sum_i A_i \log\pi_\theta(o_i)$,
-# which depends on how likely the sampled completions were. With $\mu > 1$ the ratios
+# losses log $-\sum_i \hat A_i|o_i| / N$, the length-weighted advantage: not zero, but
+# not a measure of progress either (it is negative when the longer completions of the
+# step were the better ones). REINFORCE logs
+# $-\frac1B\sum_i \hat A_i \log\pi_\theta(o_i)$, which depends on how likely the
+# sampled completions were. With $\mu > 1$ the ratios $\rho_{i,t}$
 # leave 1 on the later passes and the loss moves a little, by the amount the clipped
 # surrogate improved. In no case is the loss a learning curve, as it is in supervised
 # fine-tuning: read the reward, the held-out accuracy and the gradient norm instead.
 #
+# (ch09-summary)=
 # ## What to notice
 #
 # | failure | what you see in the metrics | what to do |
 # | --- | --- | --- |
 # | hackable reward | `reward/<fn>` rises, `accuracy` (unrewarded) and held-out strict accuracy fall | reward the goal, log the goal separately, evaluate held out |
-# | large $\beta$ | `kl` held small while `accuracy` stays flat; a smaller distance to the base and a smaller held-out gain than a $\beta = 0$ run | $\beta = 0$ for reasoning RL from a base model, or a $\beta$ small against $A/\delta$ |
+# | large $\beta$ | `kl` held small while `accuracy` stays flat; a smaller distance to the base and a smaller held-out gain than a $\beta = 0$ run | $\beta = 0$ for reasoning RL from a base model; otherwise pick $\beta$ from the balance points of {ref}`ch09-kl-balance` |
 # | zero-variance groups | high `zero_std_frac`, smaller `grad_norm` (zero when every group is dead) | filter the prompts; `dynamic_sampling=True` at a generation cost |
 # | repetition | `repetition_rate` of the harness, `completion_length` and `truncated_frac` rising | check what the reward pays for; a repetition penalty |
 # | loss ≈ 0 | `loss` ≈ 0 while `grad_norm` > 0 | nothing is wrong: read the reward and held-out metrics |
@@ -607,16 +807,16 @@ shutil.rmtree(runs_dir, ignore_errors=True)  # the runs were only needed for thi
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise has a stub to fill in and a checker from `grpo_lib.exercises` that says
-# what is wrong. As committed, the stubs raise `NotImplementedError` and the cell prints
-# a hint; solutions are in the appendix (`book/solutions/ch09.md`).
+# Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch09` that
+# says what is wrong. As committed, the stubs raise `NotImplementedError` and the cell
+# prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch09`.
 #
 # **9.1 — Dead groups.** Write `my_zero_std_frac(rewards, group_size)`: `rewards` is a
 # list of $B$ floats, groups of `group_size` contiguous; return the share of groups
 # whose rewards are all equal (the trainer's `zero_std_frac`).
 
 # %%
-from grpo_lib.exercises import check_informative_groups, check_zero_std_frac
+from grpo_lib.exercises.ch09 import check_informative_groups, check_zero_std_frac
 
 
 def my_zero_std_frac(rewards, group_size):
@@ -627,8 +827,8 @@ def my_zero_std_frac(rewards, group_size):
 try:
     check_zero_std_frac(my_zero_std_frac)
 except NotImplementedError:
-    print("Not implemented yet: view the rewards as (num_groups, G); a group is dead "
-          "when every entry equals its first one; average over groups.")
+    print("Not implemented yet: the groups are contiguous blocks of group_size "
+          "rewards; decide for each block whether it is dead, then take the share.")
 
 # %% [markdown]
 # **9.2 — Dynamic sampling's filter.** Write `my_informative_groups(rewards,
@@ -644,15 +844,15 @@ def my_informative_groups(rewards, group_size):
 try:
     check_informative_groups(my_informative_groups)
 except NotImplementedError:
-    print("Not implemented yet: the complement of 9.1's test, per group; return "
-          "group indices (0 .. num_groups - 1), not completion indices.")
+    print("Not implemented yet: start from 9.1's per-group test; the answer is a list "
+          "of group numbers, not of completion positions.")
 
 # %% [markdown]
 # **9.3 — Think.** (a) A run with reward accuracy + 0.1 · format shows `reward`
 # rising from 0.6 to 0.7 while the held-out strict accuracy stays flat. Which
 # per-function columns tell you whether this is progress or a hack? (b) With
 # $\mu = 2$, the logged loss of a `grpo` run is no longer exactly 0 on the second
-# pass. What sign do you expect it to have, and why? (c) In 9.3, why would a batch of
-# all-*hard* prompts (every sample wrong) look the same in `zero_std_frac` as
-# all-easy ones, and which
-# other column tells the two apart?
+# pass. What sign do you expect it to have, and why? (c) In
+# {ref}`ch09-zero-variance`, why would a batch of all-*hard* prompts (every sample
+# wrong) look the same in `zero_std_frac` as all-easy ones, and which other column
+# tells the two apart?
