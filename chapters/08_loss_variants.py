@@ -12,13 +12,14 @@
 # ---
 
 # %% [markdown]
+# (ch08)=
 # # Loss variants and their biases
 #
-# Chapter 7 trained the tiny base model with one recipe: DeepSeekMath's GRPO loss
-# {cite}`shao2024deepseekmath`. Since then, papers and libraries have proposed several
-# variants with new names: BNPO, Dr. GRPO {cite}`liu2025drgrpo`, DAPO
-# {cite}`yu2025dapo`, plain REINFORCE with a group baseline. Most of them change one of
-# only two things:
+# {doc}`Chapter 7 <07_full_loop>` trained the tiny base model with one recipe:
+# DeepSeekMath's GRPO loss {cite}`shao2024deepseekmath`. Since then, papers and
+# libraries have proposed several variants with new names: BNPO, Dr. GRPO
+# {cite}`liu2025drgrpo`, DAPO {cite}`yu2025dapo`, plain REINFORCE with a group baseline.
+# Most of them change one of only two things:
 #
 # * the **credit assigner**: how the $G$ rewards of a group become one advantage
 #   per completion (subtract the group mean; divide by the group's standard deviation
@@ -26,11 +27,10 @@
 # * the **loss**: how the per-token terms $\ell_{i,t}$ are averaged into the one number
 #   we differentiate (per completion then per batch, per token, or by a constant).
 #
-# "Algorithm = credit assigner + loss" (the picoRL notes of the seed material say it
-# this way) is not just a slogan here: in `grpo_lib` they are two functions, and the
-# trainer calls them one after the other. This chapter takes each one apart on a batch
-# small enough to check by hand, shows what each choice does to the weight of every
-# token, and then runs the same R1-Zero training under each variant.
+# "Algorithm = credit assigner + loss" is not just a slogan here: in `grpo_lib` they are
+# two functions, and the trainer calls them one after the other. This chapter takes each
+# one apart on a batch small enough to check by hand, shows what each choice does to the
+# weight of every token, and then runs the same R1-Zero training under each variant.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -54,7 +54,8 @@ from IPython.display import display
 
 from grpo_lib import losses, trainer
 from grpo_lib.advantages import group_advantages
-from grpo_lib.display import show_source
+from grpo_lib.corpus import CorpusMix
+from grpo_lib.display import say, show_source
 from grpo_lib.evaluation import evaluate
 from grpo_lib.losses import policy_loss
 from grpo_lib.models import load_model_and_tokenizer
@@ -89,18 +90,20 @@ print("\n".join(line.strip() for line in source[start - 1:start + 3]))
 # Two knobs, `scale_rewards` and `loss_type`, choose each half on its own. The rest of
 # the chapter is about those two knobs.
 #
+# (ch08-difficulty)=
 # ## The credit assigner and the difficulty bias
 #
-# For a group with rewards $r_1, \dots, r_G$, GRPO's advantage is
+# For a group with rewards $r_1, \dots, r_G$, mean $\bar r$ and standard deviation
+# $\sigma_r$, GRPO's advantage is
 #
 # $$
-# A_i = \frac{r_i - \operatorname{mean}(\mathbf r)}{\operatorname{std}(\mathbf r)
-#       + \varepsilon}
+# \hat A_i = \frac{r_i - \bar r}{\sigma_r + \epsilon_{\mathrm{std}}}
 # \qquad\text{(DeepSeekMath, outcome supervision)},
 # $$
 #
-# and Dr. GRPO {cite}`liu2025drgrpo` drops the denominator: $A_i = r_i -
-# \operatorname{mean}(\mathbf r)$ (`scale_rewards="none"`). The function is chapter 1's:
+# and Dr. GRPO {cite}`liu2025drgrpo` drops the denominator: $\hat A_i = r_i - \bar r$
+# (`scale_rewards="none"`). The symbols are the book's ({ref}`notation`); the function
+# is {doc}`chapter 1 <01_two_plus_three_times_four>`'s:
 
 # %%
 show_source(group_advantages, docstring=False)
@@ -109,9 +112,9 @@ show_source(group_advantages, docstring=False)
 # Why drop the std? Take binary rewards (right = 1, wrong = 0) and $G = 8$. A group
 # with $k$ right answers has mean $p = k/G$. Without the std the advantages are
 # $1 - p$ and $-p$; the total size of the group's push,
-# $\sum_i |A_i| = 2Gp(1-p)$, is largest for a question the model gets right half the
-# time and small for one it nearly always or nearly never gets right. Dividing by the
-# std $\sqrt{\tfrac{G}{G-1}\,p(1-p)}$ turns that total into
+# $\sum_i |\hat A_i| = 2Gp(1-p)$, is largest for a question the model gets right half
+# the time and small for one it nearly always or nearly never gets right. Dividing by
+# the std $\sqrt{\tfrac{G}{G-1}\,p(1-p)}$ turns that total into
 # $2\sqrt{G(G-1)}\sqrt{p(1-p)}$, which falls off much more slowly towards $p = 0$ and
 # $p = 1$: the nearly-solved and the nearly-hopeless questions get a larger share of
 # the update. Dr. GRPO calls this the question-level difficulty bias. The numbers, from
@@ -164,11 +167,13 @@ print(f"a question solved 1/8 of the time pushes {edge_group:.3f} as hard as one
 # number and the per-question reweighting disappears while the advantages keep a
 # batch-independent size.
 #
+# (ch08-aggregation)=
 # ## The loss: five ways to average the same terms
 #
 # On the first pass over a batch ($\mu = 1$) the clipped GRPO term of token $t$ of
-# completion $i$ is $\ell_{i,t} = -r_{i,t} A_i$ with a ratio $r_{i,t}$ that equals 1
-# but still carries the gradient $\nabla \log \pi_\theta(o_{i,t})$. What differs
+# completion $i$ is $\ell_{i,t} = -\rho_{i,t} \hat A_i$, with a policy ratio
+# $\rho_{i,t} = \pi_\theta / \pi_{\theta_{\mathrm{old}}}$ that equals 1 but still
+# carries the gradient $\nabla \log \pi_\theta(o_{i,t})$. What differs
 # between the variants is the **aggregation** of $\ell_{i,t}$ over a batch of $B$
 # completions with lengths $|o_i|$ and a generation limit $L_{\max}$:
 #
@@ -178,7 +183,7 @@ print(f"a question solved 1/8 of the time pushes {edge_group:.3f} as hard as one
 # | `bnpo` | $\sum_{i,t}\ell_{i,t} \,/\, \sum_i \lvert o_i\rvert$ per micro-batch | TRL |
 # | `dr_grpo` | $\sum_{i,t}\ell_{i,t} \,/\, (B\,L_{\max})$ | Dr. GRPO |
 # | `dapo` | $\sum_{i,t}\ell_{i,t} \,/\, N_{\text{tokens}}$ of the whole step | DAPO §3.3 |
-# | `reinforce` | $-\frac1B\sum_i A_i \sum_t \log\pi_\theta(o_{i,t})$ | REINFORCE + group baseline |
+# | `reinforce` | $-\frac1B\sum_i \hat A_i \sum_t \log\pi_\theta(o_{i,t})$ | REINFORCE + group baseline |
 #
 # Each aggregation is one short function in `grpo_lib.losses`:
 
@@ -188,17 +193,18 @@ for fn in (losses.aggregate_grpo, losses.aggregate_bnpo, losses.aggregate_dr_grp
     show_source(fn, docstring=False)
 
 # %% [markdown]
-# and `policy_loss` (chapter 7) computes the per-token term, adds the KL penalty when
-# $\beta > 0$, and hands the result to one of them.
+# and `policy_loss` ({doc}`07_full_loop`) computes the per-token term, adds the KL
+# penalty when $\beta > 0$, and hands the result to one of them.
 #
+# (ch08-toy-batch)=
 # ### A batch you can check by hand
 #
 # One question, $G = 2$ completions: a **short right** answer of 4 tokens and a
 # **long wrong** answer of 12 tokens, padded to $L_{\max} = 16$. The credit assigner
-# gives them $\pm A$; the loss then decides how much each *token* is pushed. The
+# gives them $\pm \hat A$; the loss then decides how much each *token* is pushed. The
 # push on token $t$ of completion $i$ is the derivative of the loss with respect to
 # that token's log-probability, $-\partial L / \partial \log\pi_\theta(o_{i,t})$;
-# dividing it by $A_i$ leaves the weight the aggregation gives the token. Autograd
+# dividing it by $\hat A_i$ leaves the weight the aggregation gives the token. Autograd
 # measures it for us, straight from `policy_loss`:
 
 # %%
@@ -235,15 +241,15 @@ toy_table = pd.DataFrame(weights).set_index("loss_type")
 toy_table.round(5)
 
 # %% [markdown]
-# Check the first row by hand: `grpo` divides each completion by its own length and
-# the batch by $B = 2$, so a token of the short answer weighs $1/(2 \cdot 4) = 0.125$
-# and a token of the long answer $1/(2 \cdot 12) \approx 0.0417$. Each *completion*
-# gets the same total push, $\pm A/B = \pm 0.25$, whatever its length. The token-level
+# Check the first row by hand: `grpo` divides each completion by its own length and the
+# batch by $B = 2$, so a token of the short answer weighs $1/(2 \cdot 4) = 0.125$ and a
+# token of the long answer $1/(2 \cdot 12) \approx 0.0417$. Each *completion* gets the
+# same total push, $\pm \hat A/B = \pm 0.25$, whatever its length. The token-level
 # losses (`bnpo`, `dapo`) give every token $1/16$; `dr_grpo` gives every token
 # $1/(B \cdot L_{\max}) = 1/32$; `reinforce` sums over tokens, $1/B = 0.5$ per token.
 
 # %%
-fig, ax = plt.subplots(figsize=(7.5, 3.2))
+fig, ax = plt.subplots(figsize=(7.3, 3.2))
 x = np.arange(len(LOSS_TYPES))
 ax.bar(x - 0.2, toy_table["weight/token, short right"], 0.4,
        label="a token of the short right answer (4 tokens)")
@@ -253,7 +259,7 @@ ax.set_xticks(x, LOSS_TYPES)
 ax.set_yscale("log")
 ax.set_ylabel("weight per token (log scale)")
 ax.set_title("What each aggregation gives one token")
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 ax.grid(alpha=0.3, axis="y")
 plt.show()
 
@@ -301,17 +307,18 @@ for lt in ("bnpo", "dapo"):
 # ### Clip-higher
 #
 # DAPO's other change to the loss is in the clip, not in the aggregation: it raises
-# the upper clip bound to $1 + \varepsilon_{high}$ with $\varepsilon_{high} = 0.28$
-# while keeping $1 - \varepsilon = 0.8$ below {cite}`yu2025dapo`, so that a token the
+# the upper clip bound to $1 + \varepsilon_{\mathrm{high}}$ with
+# $\varepsilon_{\mathrm{high}} = 0.28$ while keeping
+# $1 - \varepsilon_{\mathrm{low}} = 0.8$ below {cite}`yu2025dapo`, so that a token the
 # old policy found unlikely, and which turned out good, can grow its probability more
-# before the clip stops its gradient (chapter 2 drew the surrogate). On one token
-# with ratio 1.25 and a positive advantage:
+# before the clip stops its gradient ({doc}`02_objective` drew the surrogate). On one
+# token with policy ratio $\rho = 1.25$ and a positive advantage:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 one_mask = torch.ones(1, 1)
 for eps_high in (None, 0.28):
-    logp = torch.tensor([[np.log(1.25)]], requires_grad=True)  # ratio 1.25
+    logp = torch.tensor([[np.log(1.25)]], requires_grad=True)  # rho = 1.25
     loss, stats = policy_loss(logp, torch.zeros(1, 1), torch.tensor([1.0]), one_mask,
                               loss_type="dapo", epsilon=0.2, epsilon_high=eps_high)
     (grad,) = torch.autograd.grad(loss, logp)
@@ -320,20 +327,21 @@ for eps_high in (None, 0.28):
 
 # %% [markdown]
 # With the symmetric clip the token is clipped and gets no gradient; with
-# clip-higher it still gets one. Note the condition: a ratio different from 1. On the
+# clip-higher it still gets one. Note the condition: a ratio $\rho \neq 1$. On the
 # first pass over a batch every ratio is exactly 1, so neither clip acts; clipping
 # starts only with $\mu > 1$ passes over the same batch (`num_iterations`). DAPO's
 # fourth change, leaving truncated completions out of the loss, is the trainer flag
 # `mask_truncated_completions=True`.
 #
+# (ch08-runs)=
 # ## The same R1-Zero run under each variant
 #
-# Now the real thing: chapter 7's configuration (`configs/r1_zero_arithmetic.yaml`:
-# accuracy + 0.1 · format, $G = 8$, completions up to 96 tokens, AdamW at $5 \cdot
-# 10^{-4}$ with a cosine schedule, $\beta = 0$, $\mu = 1$), loaded with
-# `load_config`, with one override per variant, from the same seed, so every run
-# starts from the same model, sees the same prompts in the same order and samples the
-# same first batch.
+# Now the real thing: {doc}`chapter 7 <07_full_loop>`'s configuration
+# (`configs/r1_zero_arithmetic.yaml`: accuracy + 0.1 · format, $G = 8$, completions up
+# to 96 tokens, AdamW at $5 \cdot 10^{-4}$ with a cosine schedule, $\beta = 0$,
+# $\mu = 1$), loaded with `load_config`, with one override per variant, from the same
+# seed, so every run starts from the same model, sees the same prompts in the same order
+# and samples the same first batch.
 #
 # These are **short runs**, sized for a CPU: the `cpu` profile trains each variant
 # for a few dozen steps on a few prompts per step and evaluates on a few hundred
@@ -425,24 +433,25 @@ comparison = pd.DataFrame(rows).set_index("variant")
 comparison.round(3)
 
 # %% [markdown]
-# Response length over training, every variant in one plot (a 5-step rolling mean;
-# the faint lines are the raw per-step means):
+# Response length, training accuracy and entropy over training, every variant in each
+# panel (a 5-step rolling mean; the faint lines are the raw per-step means):
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(14, 3.6), constrained_layout=True)
-panels = [("completion_length", "mean completion length (tokens)"),
-          ("accuracy", "training accuracy (strict)"),
-          ("entropy", "entropy (nats / token)")]
+fig, axes = plt.subplots(3, 1, figsize=(7.3, 8.4), sharex=True,
+                         constrained_layout=True)
+panels = [("completion_length", "length (tokens)"),
+          ("accuracy", "training accuracy"),
+          ("entropy", "entropy (nats/token)")]
 for ax, (col, label) in zip(axes, panels):
     for name, (m, _, _, _) in results.items():
         line, = ax.plot(m["step"], m[col], alpha=0.2)
         ax.plot(m["step"], m[col].rolling(5, min_periods=1).mean(),
                 color=line.get_color(), label=name)
-    ax.set_xlabel("step")
     ax.set_ylabel(label)
     ax.grid(alpha=0.3)
-axes[0].legend(fontsize=8)
-fig.suptitle(f"R1-Zero, {STEPS} steps x {PROMPTS} prompts x G=8, same seed")
+axes[-1].set_xlabel("step")
+axes[0].legend(fontsize=9, ncol=3)
+axes[0].set_title(f"R1-Zero, {STEPS} steps x {PROMPTS} prompts x G=8, same seed")
 plt.show()
 
 # %% [markdown]
@@ -466,17 +475,17 @@ by_correctness.round(1)
 # %% [markdown]
 # ### Full-length runs: do the wrong answers get longer?
 #
-# Dr. GRPO's evidence for the length bias is a trend over a long run: under `grpo`
-# the *incorrect* responses keep getting longer, under `dr_grpo` they do not
-# ({cite}`liu2025drgrpo`, Figure 1). A few dozen steps cannot show a trend, so the repository
-# keeps four full-length runs of chapter 7's configuration (150 steps of 16 prompts),
-# `grpo` and `dr_grpo` with two seeds each, trained on this book's CPU with the
-# command in each run's `README.md`. Besides the overall length, the trainer logs the
-# mean length of the right and of the wrong sampled completions of every step
-# (`length_correct`, `length_wrong`), and the same comparison made *inside* each group
-# (`length_gap_in_group`: over the groups that have both right and wrong answers, the
-# mean of "wrong length minus right length"). The first compares answers to different
-# problems; the second compares answers to the same problem, which is what the
+# Dr. GRPO's evidence for the length bias is a trend over a long run: under `grpo` the
+# *incorrect* responses keep getting longer, under `dr_grpo` they do not
+# ({cite}`liu2025drgrpo`, Figure 1). A few dozen steps cannot show a trend, so the
+# repository keeps four full-length runs of chapter 7's configuration (150 steps of 16
+# prompts), `grpo` and `dr_grpo` with two seeds each, trained on a CPU with one torch
+# thread with the command in each run's `README.md`. Besides the overall length, the
+# trainer logs the mean length of the right and of the wrong sampled completions of
+# every step (`length_correct`, `length_wrong`), and the same comparison made *inside*
+# each group (`length_gap_in_group`: over the groups that have both right and wrong
+# answers, the mean of "wrong length minus right length"). The first compares answers to
+# different problems; the second compares answers to the same problem, which is what the
 # per-response normalisation can act on, because advantages are only ever compared
 # within a group:
 
@@ -492,27 +501,33 @@ for loss in ("grpo", "dr_grpo"):
         print(f"{d.name}: {info['train_seconds']} s on {info['device']}")
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(15, 3.6), constrained_layout=True)
+fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.4), sharey=True,
+                         constrained_layout=True)
 for ax, loss in zip(axes, ("grpo", "dr_grpo")):
     for seed, ls in ((0, "-"), (1, "--")):
         m = full[loss, seed][0]
         for col, color in (("length_wrong", "C3"), ("length_correct", "C2")):
             ax.plot(m["step"], m[col].rolling(10, min_periods=1).mean(), ls=ls,
                     color=color, label=f"{col.split('_')[1]}, seed {seed}")
-    ax.set_title(f"{loss}: mean length, right and wrong", fontsize=10)
-    ax.set_ylim(50, 70)
-axes[0].set_ylabel("tokens (10-step mean)")
-axes[0].legend(fontsize=7, ncol=2)
-for (loss, seed), (m, _, _) in full.items():
-    axes[2].plot(m["step"], m["length_gap_in_group"].rolling(10, min_periods=1).mean(),
-                 ls="-" if seed == 0 else "--", color="C0" if loss == "grpo" else "C1",
-                 label=f"{loss}, seed {seed}")
-axes[2].axhline(0, color="gray", lw=0.8)
-axes[2].set_title("within a group: wrong minus right length", fontsize=10)
-axes[2].legend(fontsize=7)
-for ax in axes:
+    ax.set_title(f"{loss}: right and wrong", fontsize=10)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
+axes[0].set_ylim(50, 70)
+axes[0].set_ylabel("mean length (tokens, 10-step mean)")
+axes[1].legend(fontsize=9, ncol=2, loc="lower right")
+plt.show()
+
+fig, ax = plt.subplots(figsize=(7.3, 3.2), constrained_layout=True)
+for (loss, seed), (m, _, _) in full.items():
+    ax.plot(m["step"], m["length_gap_in_group"].rolling(10, min_periods=1).mean(),
+            ls="-" if seed == 0 else "--", color="C0" if loss == "grpo" else "C1",
+            label=f"{loss}, seed {seed}")
+ax.axhline(0, color="gray", lw=0.8)
+ax.set_title("within a group: wrong minus right length (10-step mean)", fontsize=10)
+ax.set_xlabel("step")
+ax.set_ylabel("tokens")
+ax.legend(fontsize=9, ncol=2)
+ax.grid(alpha=0.3)
 plt.show()
 
 # %%
@@ -540,49 +555,115 @@ for col in ("gap wrong - right, 101-150", "gap in group, 101-150"):
 # Why would wrong answers be longer under *both* losses? A trace's length here is set
 # by the problem: one "First ..., now ..." step per operator. If the errors that
 # survive training sit on the problems with more operators, the wrong answers are
-# longer whatever the loss does. Count the operators of the held-out problems that
-# the 30-step `grpo` model above still gets wrong:
+# longer whatever the loss does. Count, by number of operators, the held-out problems
+# that the 30-step `grpo` model above still gets wrong:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-held = results["grpo"][3].copy()
+held = results["grpo"][3].copy()  # greedy held-out answers of the 30-step grpo model
 held["operators"] = held["question"].str.count(r"[-+*/]")
-ops = pd.DataFrame({
-    "all held-out problems": held["operators"].value_counts(normalize=True),
-    "answered wrong": held.loc[~held["correct"], "operators"].value_counts(
-        normalize=True)}).fillna(0).sort_index()
-ops.index.name = "operators"
+ops = held.groupby("operators").agg(problems=("correct", "size"),
+                                    wrong=("correct", lambda c: int((~c).sum())),
+                                    mean_length=("length", "mean"))
+ops["share wrong"] = ops["wrong"] / ops["problems"]
+ops["share of all errors"] = ops["wrong"] / ops["wrong"].sum()
 display(ops.round(3))
-print(f"mean operators: all {held['operators'].mean():.2f}, wrong "
-      f"{held.loc[~held['correct'], 'operators'].mean():.2f}; mean greedy length by "
-      f"operator count: " + ", ".join(
-          f"{k}: {v:.1f}" for k, v in held.groupby("operators")["length"].mean().items()))
+wrong_ops = held.loc[~held["correct"], "operators"].mean()
+say(f"The wrong answers have {wrong_ops:.2f} operators on average, against "
+    f"{held['operators'].mean():.2f} for all held-out problems.")
 
 # %% [markdown]
-# **Reading it.** In all four full-length runs the wrong answers get longer during
-# training and end up several tokens longer than the right ones, and they do so under
-# `dr_grpo` as well as under `grpo` (the first two panels and the first printed gap).
-# Inside a group the picture is different: the wrong and the right answers to the
-# *same* problem differ by about a token, in either direction (the third panel and the
-# second printed gap). So on this task "wrong answers are longer" is mostly
-# **selection**: the errors that survive training sit on the problems with more
-# operators, whose traces are longer (the operator table), and pooling all the
-# answers of a step mixes problems of different lengths. Whatever part of the gap
-# `grpo`'s per-response normalisation adds is the difference between the two losses'
-# gaps: small next to the gap itself, and no larger than the spread between two seeds
-# of one loss. That does not contradict section 8.3: the per-token weights do differ
-# exactly as computed there. It says that on a task whose lengths are set by the
-# problem, the length bias has little room to act, and that a length trend in a
-# run's logs is evidence about the loss only once it has been compared within groups,
-# and with a run that differs in the loss alone, on the same problems.
+# **Reading it.** The cell below reads the full-length table and the operator table:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+pooled = full_table["gap wrong - right, 101-150"]
+in_group = full_table["gap in group, 101-150"]
+grew = (full_table["wrong: len steps 101-150"]
+        > full_table["wrong: len steps 1-50"]).sum()
+by_loss = {loss: pooled[[f"{loss}, seed 0", f"{loss}, seed 1"]] for loss in
+           ("grpo", "dr_grpo")}
+loss_diff = abs(by_loss["grpo"].mean() - by_loss["dr_grpo"].mean())
+seed_spread = max(abs(v.iloc[0] - v.iloc[1]) for v in by_loss.values())
+say(f"In {grew} of the 4 full-length runs the wrong answers are longer in steps "
+    f"101-150 than in steps 1-50, and in the last 50 steps they are "
+    f"{pooled.min():.1f} to {pooled.max():.1f} tokens longer than the right ones, "
+    f"under `dr_grpo` as well as under `grpo` (the first figure and the first column "
+    f"of gaps). Inside a group the picture is different: the wrong and the right "
+    f"answers to the *same* problem differ by {in_group.min():+.1f} to "
+    f"{in_group.max():+.1f} tokens (the second figure and the last column). The two "
+    f"losses' mean pooled gaps differ by {loss_diff:.1f} tokens; two seeds of one "
+    f"loss differ by up to {seed_spread:.1f}.")
+
+# %% [markdown]
+# So on this task "wrong answers are longer" is mostly **selection**: the errors that
+# survive training sit on the problems with more operators, whose traces are longer
+# (the operator table), and pooling all the answers of a step mixes problems of
+# different lengths. Whatever part of the gap `grpo`'s per-response normalisation adds
+# is at most the difference between the two losses' gaps, which is small next to the
+# gap itself and comparable to the spread between two seeds of one loss. That does not
+# contradict {ref}`ch08-aggregation`: the per-token weights do differ exactly as
+# computed there. It says that on a task whose lengths are set by the problem, the
+# length bias has little room to act, and that a length trend in a run's logs is
+# evidence about the loss only once it has been compared within groups, and with a run
+# that differs in the loss alone, on the same problems.
+
+# %% [markdown]
+# (ch08-one-operator)=
+# ### The one-operator problems
+#
+# The operator table holds a surprise: the problems with a single operator, the
+# easiest there are, are not all solved, while the two-operator problems are. Put the
+# wrong one-operator answers next to what the base model wrote for the same problems:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+base_by_id = base_samples.set_index("prompt_index")
+one = held[held["operators"] == 1]
+one_base = base_by_id.loc[one["prompt_index"]]
+one_wrong = one[~one["correct"]]
+for _, row in one_wrong.iterrows():
+    before = base_by_id.loc[row["prompt_index"], "completion"]
+    print(f"{row['question']} = {row['answer']}\n  base model: {before[:60]}\n"
+          f"  after RL:   {row['completion'][:60]}")
+untagged_before = ~base_by_id.loc[one_wrong["prompt_index"], "formatted"]
+say(f"Before training the base model had the right number for "
+    f"{int(one_base['lenient_correct'].sum())} of the {len(one)} one-operator "
+    f"problems (lenient parsing); its {int((~one_base['formatted']).sum())} failures "
+    f"on them under strict parsing were all of format, an answer written as plain "
+    f"text without the tags. After {STEPS} steps of RL every one-operator answer "
+    f"is well formatted ({one['formatted'].mean():.0%}), and {len(one_wrong)} of "
+    f"them have a wrong number, {int(untagged_before.sum())} of those on problems "
+    f"the base model had answered without tags. The two-operator problems have "
+    f"{int(ops.loc[2, 'wrong']) if 2 in ops.index else 0} errors left.")
+
+# %% [markdown]
+# The errors are slips in the one step of the trace, written inside the tags, on
+# problems whose number the base model had right, most of them in plain text. The
+# corpus of {doc}`05_tiny_base_model` explains why this form is fragile: it writes
+# most one-operator answers with a broken format, mostly as plain text (the rate is
+# printed below), so the tagged one-step trace `<think> 9 * 2 = 18. </think>` is a form
+# the model has seen far less often for these problems than the plain-text one, while
+# the two-operator problems are almost always written with the tags. The format reward
+# and the accuracy reward, which reads only the `<answer>` block, pay nothing for a
+# plain-text answer, so RL moves every answer into the tags, and a few facts do not
+# survive the move. These are a handful of problems, so the exact rate is noisy; the
+# lesson is general. RL moves the model towards what is rewarded along the easiest
+# path, and a rare form can carry less of the model's skill than a common one, so a
+# held-out evaluation split by problem type catches regressions that the mean
+# accuracy hides.
+
+# %%
+print(f"corpus: share of one-operator answers written with a broken format: "
+      f"{CorpusMix().format_rate:.0%}")
 
 # %% [markdown]
 # ### The same seed on another CPU
 #
-# How large is "the spread between two seeds"? Chapter 7's stored run
-# (`data/runs/ch07_r1_zero_cpu`) is the `grpo, seed 0` run above: same config, same
-# seed, same trainer, one torch thread, executed later on a machine with a different
-# CPU model. Compare the two step by step:
+# How large is "the spread between two seeds"? {doc}`Chapter 7 <07_full_loop>`'s stored
+# run (`data/runs/ch07_r1_zero_cpu`) is the `grpo, seed 0` run above: same config, same
+# seed, same trainer, one torch thread, executed later on another machine. Compare
+# the two step by step:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -592,30 +673,35 @@ first_run = full["grpo", 0][0]
 d_norm = (other["grad_norm"] - first_run["grad_norm"]).abs()
 same_samples = (other["reward"] == first_run["reward"]) & (
     other["completion_length"] == first_run["completion_length"])
-part = int(other.loc[~same_samples, "step"].min())
+part = int(other.loc[~same_samples, "step"].min()) if not same_samples.all() else None
+acc_first = full["grpo", 0][1].loc[150, "strict_acc"]
+acc_other = other_eval.loc[150, "strict_acc"]
+acc_all = full_table["held-out strict @150"]
+late = other[other["step"] > 100]
 print(f"step 1: |difference in gradient norm| = {d_norm.iloc[0]:.1e} "
       f"(of {first_run['grad_norm'].iloc[0]:.3f})")
-print(f"sampled rewards and lengths identical through step {part - 1}, "
-      f"different from step {part} on")
-print(f"held-out strict at step 150: first CPU {full['grpo', 0][1].loc[150, 'strict_acc']:.3f}, "
-      f"other CPU {other_eval.loc[150, 'strict_acc']:.3f}; the four runs above range "
-      f"from {full_table['held-out strict @150'].min():.3f} to "
-      f"{full_table['held-out strict @150'].max():.3f}")
-late = other[other["step"] > 100]
-print(f"other CPU, steps 101-150: gap wrong - right {(late['length_wrong'] - late['length_correct']).mean():+.1f} "
-      f"tokens, gap in group {late['length_gap_in_group'].mean():+.1f} tokens")
+print("sampled rewards and lengths: " + (
+    "identical in every step" if part is None else
+    f"identical through step {part - 1}, different from step {part} on"))
+print(f"held-out strict at step 150: first CPU {acc_first:.3f}, other CPU "
+      f"{acc_other:.3f}; the four runs above: {acc_all.min():.3f} to "
+      f"{acc_all.max():.3f}")
+print(f"other CPU, steps 101-150: gap wrong - right "
+      f"{(late['length_wrong'] - late['length_correct']).mean():+.1f} tokens, "
+      f"gap in group {late['length_gap_in_group'].mean():+.1f} tokens")
 
 # %% [markdown]
-# The two CPUs round the same float32 sums differently (their vectorised kernels add
-# in a different order), so the very first gradient already differs in its last
-# digits. For a while that changes nothing visible: the sampled tokens are the same
-# as long as no probability lands on the other side of a random draw. Once one token
-# differs, the two runs see different completions, different advantages and
-# different updates, and they are as unrelated as two seeds: the final accuracy moves
-# within the range that the four seeded runs span, while the length story (a pooled
-# gap of several tokens, a within-group gap near zero) is the same.
-# So "seed 0" names a run only together with the machine, and a single run per
-# variant cannot separate variants whose accuracies differ by a few points.
+# Two CPUs can round the same float32 sums differently (their vectorised kernels add
+# in a different order), and then the very first gradient already differs in its last
+# digits (the first printed line). For a while that changes nothing visible: the
+# sampled tokens are the same as long as no probability lands on the other side of a
+# random draw. Once one token differs, the two runs see different completions,
+# different advantages and different updates, and from then on they are two different
+# runs, as two seeds would be: they may end at the same accuracy or a few points apart
+# (compare the printed accuracies and length gaps with the range of the four seeded
+# runs). So "seed 0" names a run only together with the
+# machine, and a single run per variant cannot separate variants whose accuracies
+# differ by a few points.
 
 # %% [markdown]
 # ### What to notice
@@ -626,53 +712,58 @@ print(f"other CPU, steps 101-150: gap wrong - right {(late['length_wrong'] - lat
 # %%
 # NBVAL_IGNORE_OUTPUT
 c = comparison
-best = c["held-out strict"].drop("base model").idxmax()
-worst = c["held-out strict"].drop("base model").idxmin()
-grow = (c["length late"] - c["length early"]).drop("base model")
-print(f"- Base model: held-out strict {c.loc['base model', 'held-out strict']:.3f}; "
-      f"after {STEPS} steps the best variant is {best} "
-      f"({c.loc[best, 'held-out strict']:.3f}), the weakest {worst} "
-      f"({c.loc[worst, 'held-out strict']:.3f}).")
-print(f"- Length, early -> late third of training: " + ", ".join(
-    f"{n} {c.loc[n, 'length early']:.1f} -> {c.loc[n, 'length late']:.1f}"
-    for n in grow.index) + ".")
-print(f"- Largest clip fraction in any step of any run: "
-      f"{c['clip frac (low+high)'].drop('base model').max():.3f} (mu = 1).")
-print(f"- Mean gradient norm before clipping: " + ", ".join(
-    f"{n} {c.loc[n, 'grad norm']:.3f}" for n in grow.index) + ".")
-print(f"- Mean logged loss: " + ", ".join(
-    f"{n} {c.loc[n, 'loss mean']:+.4f}" for n in grow.index) + ".")
+trained = c.drop("base model")
+acc = trained["held-out strict"]
+best = "; ".join(acc.index[acc == acc.max()])  # every variant tied for best
+worst = "; ".join(acc.index[acc == acc.min()])
+say(f"- Base model: held-out strict {c.loc['base model', 'held-out strict']:.3f}; "
+    f"after {STEPS} steps the best: {best} ({acc.max():.3f}); the weakest: {worst} "
+    f"({acc.min():.3f}).\n"
+    f"- Length, early -> late third of training: " + ", ".join(
+        f"{n} {c.loc[n, 'length early']:.1f} -> {c.loc[n, 'length late']:.1f}"
+        for n in trained.index) + ".\n"
+    f"- Largest clip fraction in any step of any run: "
+    f"{trained['clip frac (low+high)'].max():.3f} (mu = 1).\n"
+    f"- Mean gradient norm before clipping: " + ", ".join(
+        f"{n} {c.loc[n, 'grad norm']:.3f}" for n in trained.index) + ".\n"
+    f"- Mean logged loss: " + ", ".join(
+        f"{n} {c.loc[n, 'loss mean']:+.4f}" for n in trained.index) + ".")
 
 # %% [markdown]
 # Read these lines with the caveats of the setup: a few dozen steps, a few prompts per
 # step, one seed, and a few hundred held-out problems, so a difference of a few
-# points between two variants is within what another seed would change. What the
-# short runs do show reliably:
+# points between two variants is within what another seed would change (the two
+# seeds of the full-length runs above differ by that much). What the short runs do
+# show reliably:
 #
 # - **Clipping never acts** with $\mu = 1$: the largest clip fraction above is 0,
-#   because every ratio is exactly 1 on the one pass over each batch. The clip (and
-#   DAPO's clip-higher) only matters with `num_iterations > 1`.
+#   because every policy ratio $\rho_{i,t}$ is exactly 1 on the one pass over each
+#   batch. The clip (and DAPO's clip-higher) only matters with `num_iterations > 1`.
 # - **Constant factors mostly wash out.** `dr_grpo` divides by the constant
 #   $B L_{\max}$, a smaller gradient than `grpo`'s (see the gradient norms), and
 #   `reinforce` sums over tokens, a much larger one, which `max_grad_norm=1` then
 #   clips. AdamW divides each update by a running estimate of the gradient's size,
 #   so a constant factor in the loss changes little; what changes the learning is
-#   how the weight is *distributed* over tokens and completions (section 8.3).
+#   how the weight is *distributed* over tokens and completions
+#   ({ref}`ch08-aggregation`).
 # - **The logged loss is not a learning curve.** Under `grpo` with $\mu = 1$ its
 #   value is zero up to rounding in every step (each completion contributes
-#   $-A_i$ and a group's advantages sum to zero); the token-level variants log
-#   $-\sum_i A_i |o_i| / N$, the length-weighted advantage, whose sign says whether
-#   the longer completions of the step were the better or the worse ones; REINFORCE
-#   logs $-\frac1B \sum_i A_i \log \pi_\theta(o_i)$. Chapter 9 takes this apart.
-#
+#   $-\hat A_i$ and a group's advantages sum to zero); the token-level variants log
+#   $-\sum_i \hat A_i |o_i| / N$, the length-weighted advantage, whose sign says
+#   whether the longer completions of the step were the better or the worse ones;
+#   REINFORCE logs $-\frac1B \sum_i \hat A_i \log \pi_\theta(o_i)$.
+#   {ref}`ch09-loss-zero` takes this apart.
 # - **`bnpo` and `dapo` are the same run here**: every step is one micro-batch
 #   (`micro_batch_size` = the whole batch), so "token mean of the micro-batch" and
-#   "token mean of the step" coincide (section 8.3); they differ only with gradient
-#   accumulation.
+#   "token mean of the step" coincide ({ref}`ch08-toy-batch`); they differ only with
+#   gradient accumulation.
 # - **Where the length went.** In the right/wrong table, the right answers keep about
 #   the base model's length in every variant, and the wrong answers that remain are
 #   longer. The full-length runs above show the same gap under `grpo` and `dr_grpo`:
 #   it comes from which problems stay wrong, not from the loss.
+# - **A mean hides a regression.** RL fixed every two-operator problem and, on the way,
+#   broke a few one-operator facts whose tagged form the model had rarely seen
+#   ({ref}`ch08-one-operator`).
 
 # %%
 shutil.rmtree(runs_dir, ignore_errors=True)  # the runs were only needed for this page
@@ -680,9 +771,9 @@ shutil.rmtree(runs_dir, ignore_errors=True)  # the runs were only needed for thi
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise has a stub to fill in and a checker from `grpo_lib.exercises` that says
-# what is wrong. As committed, the stubs raise `NotImplementedError` and the cell prints
-# a hint; solutions are in the appendix (`book/solutions/ch08.md`).
+# Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch08` that
+# says what is wrong. As committed, the stubs raise `NotImplementedError` and the cell
+# prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch08`.
 #
 # **8.1 — Three aggregations.** Write `my_aggregate(per_token_loss, mask, loss_type,
 # max_completion_length)` for `per_token_loss` and `mask` of shape `[B, T]` and
@@ -690,8 +781,8 @@ shutil.rmtree(runs_dir, ignore_errors=True)  # the runs were only needed for thi
 # calling `grpo_lib`.
 
 # %%
-from grpo_lib.exercises import (check_aggregate, check_group_push,
-                                check_length_gap_in_group)
+from grpo_lib.exercises.ch08 import (check_aggregate, check_group_push,
+                                     check_length_gap_in_group)
 
 
 def my_aggregate(per_token_loss, mask, loss_type, max_completion_length):
@@ -702,14 +793,15 @@ def my_aggregate(per_token_loss, mask, loss_type, max_completion_length):
 try:
     check_aggregate(my_aggregate)
 except NotImplementedError:
-    print("Not implemented yet: multiply by the mask first; grpo divides each row by "
-          "its token count, bnpo the total by all tokens, dr_grpo by B * L_max.")
+    print("Not implemented yet: padded positions must not count; the three losses "
+          "differ only in what they divide by (the aggregation table of the chapter).")
 
 # %% [markdown]
 # **8.2 — How hard a question pushes.** For binary rewards with `num_right` ones in a
 # group of `group_size`, write `my_group_push(num_right, group_size, scale)` returning
-# $\sum_i |A_i|$ for `scale` in `"group"` and `"none"`, from the closed forms of 8.2
-# (sample std, $\varepsilon = 10^{-4}$), without calling `group_advantages`.
+# $\sum_i |\hat A_i|$ for `scale` in `"group"` and `"none"`, from the closed forms of
+# {ref}`ch08-difficulty` (sample std, $\epsilon_{\mathrm{std}} = 10^{-4}$), without
+# calling `group_advantages`.
 
 # %%
 def my_group_push(num_right, group_size, scale):
@@ -720,12 +812,13 @@ def my_group_push(num_right, group_size, scale):
 try:
     check_group_push(my_group_push)
 except NotImplementedError:
-    print("Not implemented yet: p = k / G; sum |A| = 2 G p (1 - p) without the std; "
-          "divide by sqrt(G / (G - 1) * p * (1 - p)) + 1e-4 with it; 0 when k is 0 "
-          "or G.")
+    print("Not implemented yet: write the group mean and the advantage of a right and "
+          "of a wrong answer in terms of p = k / G, then add up their sizes; mind the "
+          "groups that are all right or all wrong.")
 
 # %% [markdown]
-# **8.3 — Think.** (a) In the toy batch of 8.3, the long wrong answer has 12 tokens.
+# **8.3 — Think.** (a) In the toy batch of {ref}`ch08-toy-batch`, the long wrong
+# answer has 12 tokens.
 # How long would it have to be for `grpo` to give each of its tokens one tenth of the
 # weight of a short-right-answer token, and what total push would it then receive?
 # Under `dapo`? (b) Why is the largest clip fraction of every run above exactly 0,
@@ -753,6 +846,6 @@ def my_length_gap(lengths, correct, group_size):
 try:
     check_length_gap_in_group(my_length_gap)
 except NotImplementedError:
-    print("Not implemented yet: view lengths and correct as [P, G]; keep the rows with "
-          "both kinds; average (wrong mean - right mean) over those rows.")
+    print("Not implemented yet: work group by group; decide which groups count, "
+          "compare within each of them, then average over the groups that count.")
 
