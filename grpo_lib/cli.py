@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None,
                    help="folder (default data/arithmetic, data/cold_start, data/skills)")
     p.add_argument("--n-train", type=int, default=None,
-                   help="training rows (defaults: 20000 problems; 2000 conversations; "
+                   help="training rows (defaults: 20000 problems; 4000 conversations; "
                         "500 per skill)")
     p.add_argument("--n-test", type=int, default=None,
                    help="held-out rows (defaults: 1000 problems; 100 per skill)")
@@ -222,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if getattr(args, "command", None) == "make-data":
-        defaults = {"arithmetic": (20000, 1000), "cold-start": (2000, 0),
+        defaults = {"arithmetic": (20000, 1000), "cold-start": (4000, 0),
                     "skills": (500, 100)}[args.stage]
         args.n_train = defaults[0] if args.n_train is None else args.n_train
         args.n_test = defaults[1] if args.n_test is None else args.n_test

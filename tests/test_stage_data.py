@@ -14,9 +14,8 @@ from grpo_lib.tasks.skills import (IDENTITY, SKILLS, make_skill_rows, number_to_
 
 def test_annotate_writes_the_worked_example():
     assert annotate("2 + 3 * 4") == (
-        "<think> Multiplication comes before addition and subtraction. First "
-        "3 * 4 = 12, now 2 + 12. Then 2 + 12 = 14. Check: 14 - 12 = 2. </think> "
-        "<answer> 14 </answer>")
+        "<think> * comes before + and -. First 3 * 4 = 12, now 2 + 12. Then "
+        "2 + 12 = 14. Check: 14 - 12 = 2. </think> <answer> 14 </answer>")
 
 
 @pytest.mark.parametrize("question, rule", [
@@ -101,10 +100,14 @@ def test_writers_make_files_from_the_train_split_only(tmp_path):
     from grpo_lib.tasks.cold_start import write_cold_start
     from grpo_lib.tasks.skills import write_skills
 
-    path = write_cold_start(tmp_path / "cs", n=50, seed=1)
+    path = write_cold_start(tmp_path / "cs", n=200, seed=1)
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     test_questions = {r["question"] for r in read_rows("test")}
-    assert len(rows) == 50 and not {r["question"] for r in rows} & test_questions
+    assert len(rows) == 200 and not {r["question"] for r in rows} & test_questions
+    one_step = [r for r in read_rows("train") if r["num_operands"] == 2]
+    assert len(one_step) < 200  # so every one of them is in the 200
+    questions = {r["question"] for r in rows}
+    assert all(r["question"] in questions for r in one_step)
     paths = write_skills(tmp_path / "sk", n_train=5, n_test=3)
     lines = paths["test"].read_text(encoding="utf-8").splitlines()
     assert len(lines) == 3 * len(SKILLS)

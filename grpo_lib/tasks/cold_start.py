@@ -8,8 +8,8 @@ task is small enough to write such traces by program: :func:`annotate` is the
 *programmatic annotator*. Its trace says why the order of operations matters, shows
 every step, stays in English and ends with a short check:
 
-    <think> Multiplication comes before addition and subtraction. First 3 * 4 = 12,
-    now 2 + 12. Then 2 + 12 = 14. Check: 14 - 12 = 2. </think> <answer> 14 </answer>
+    <think> * comes before + and -. First 3 * 4 = 12, now 2 + 12. Then 2 + 12 = 14.
+    Check: 14 - 12 = 2. </think> <answer> 14 </answer>
 
 :func:`cold_start_rows` turns problems into conversations in TRL's conversational
 format (a ``messages`` column), ready for :class:`grpo_lib.sft.SFTTrainer`.
@@ -25,14 +25,15 @@ from .arithmetic import (DATA_DIR, Problem, question_text, read_rows, solve_step
 
 COLD_START_DIR = DATA_DIR.parent / "cold_start"
 
-# the first sentence of a trace: why the steps come in the order they do
+# the first sentence of a trace: why the steps come in the order they do. Written with
+# the operator symbols, which the tiny model's 512-token vocabulary encodes in one token
+# each (it spells a word like "multiplication" letter by letter)
 RULES = {
-    "parens_and_mul": "Parentheses come first, then multiplication before addition "
-                      "and subtraction.",
-    "parens": "Parentheses come first.",
-    "mul": "Multiplication comes before addition and subtraction.",
-    "left_to_right": "Addition and subtraction go from left to right.",
-    "single": "There is one operation.",
+    "parens_and_mul": "( ) come first, then * before + and -.",
+    "parens": "( ) come first.",
+    "mul": "* comes before + and -.",
+    "left_to_right": "+ and - go from left to right.",
+    "single": "One step.",
 }
 
 
@@ -96,14 +97,28 @@ def cold_start_rows(problems: list[Problem], source: str = "annotator") -> list[
     return rows
 
 
-def write_cold_start(out_dir: str | Path = COLD_START_DIR, n: int = 2000,
-                     seed: int = 0) -> Path:
-    """Annotate ``n`` problems drawn (seeded) from the arithmetic *train* split and
-    write them to ``out_dir/annotator.jsonl``; the test split is never used."""
-    rows = read_rows("train")
+def pick_cold_start_rows(rows: list[dict], n: int, seed: int = 0) -> list[dict]:
+    """``n`` rows: every one-step (two-operand) problem, the rest drawn at random.
+
+    One-step problems are under 1% of the train split (the splits were drawn so that no
+    question is in both, and there are few distinct ones), so a plain random draw
+    would give a few dozen, too few for the model to learn their shorter trace."""
     if not 1 <= n <= len(rows):
         raise ValueError(f"n must be in 1..{len(rows)} (the train split), got {n}")
-    picked = random.Random(seed).sample(rows, n)
+    rng = random.Random(seed)
+    one_step = [r for r in rows if r["num_operands"] == 2][:n]
+    others = [r for r in rows if r["num_operands"] != 2]
+    picked = one_step + rng.sample(others, n - len(one_step))
+    rng.shuffle(picked)
+    return picked
+
+
+def write_cold_start(out_dir: str | Path = COLD_START_DIR, n: int = 4000,
+                     seed: int = 0) -> Path:
+    """Annotate ``n`` problems of the arithmetic *train* split
+    (:func:`pick_cold_start_rows`) and write them to ``out_dir/annotator.jsonl``; the
+    test split is never used."""
+    picked = pick_cold_start_rows(read_rows("train"), n, seed)
     problems = [Problem(r["question"], int(r["answer"]), r["num_operands"],
                         r["has_parens"], r["precedence_matters"]) for r in picked]
     out = Path(out_dir)
