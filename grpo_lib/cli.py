@@ -1,5 +1,5 @@
 """Command line: ``python -m grpo_lib {make-data,make-sft-data,pretrain,card,eval,train,
-sft,rejection-sample,plot} ...``.
+sft,export,rejection-sample,plot} ...``.
 
 Each subcommand is a thin wrapper around a library function, so everything the CLI does
 can also be done from a notebook or a script.
@@ -39,6 +39,15 @@ def _make_data(args: argparse.Namespace) -> None:
         else:
             skills.write_skills(args.out or skills.SKILLS_DIR, n_train=args.n_train,
                                 n_test=args.n_test, seed=args.seed)
+
+
+def _export(args: argparse.Namespace) -> None:
+    from .model_cards import export_model
+
+    command = args.command_line or "(not given: pass --command-line)"
+    with _setup_errors("export"):
+        export_model(args.run, args.out, command, eval_n=args.eval_n,
+                     max_new_tokens=args.max_new_tokens)
 
 
 def _rejection_sample(args: argparse.Namespace) -> None:
@@ -207,6 +216,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a config field")
     p.set_defaults(func=_sft)
+
+    p = sub.add_parser(
+        "export", help="copy a run's last checkpoint (model files only) to a model "
+                       "folder, evaluate it and write its model card")
+    p.add_argument("--run", required=True, help="the run's output_dir")
+    p.add_argument("--out", required=True, help="e.g. data/models/tiny-qwen2-cold-start")
+    p.add_argument("--command-line", default=None,
+                   help="the command that made the run, for the card")
+    p.add_argument("--eval-n", type=int, default=500)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.set_defaults(func=_export)
 
     from .rejection import add_rejection_parser
 

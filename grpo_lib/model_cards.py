@@ -1,0 +1,106 @@
+"""Export a trained checkpoint as a small model folder with its model card.
+
+A run's ``checkpoint-<step>/`` holds the optimizer and RNG state for resuming; the book
+commits only what loads a model (weights, config, tokenizer) under ``data/models/``,
+with a ``README.md`` that says how it was made and what it scores:
+
+    python -m grpo_lib export --run runs/cold_start --out data/models/tiny-qwen2-cold-start
+"""
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+from pathlib import Path
+
+from .checkpoints import checkpoint_dirs
+
+#: the files a model folder needs; a checkpoint's optimizer/scheduler/RNG state stays
+MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors",
+               "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path:
+    """The checkpoint of ``run_dir`` with the highest step."""
+    found = checkpoint_dirs(run_dir)
+    if not found:
+        raise FileNotFoundError(f"{run_dir} has no checkpoint-<step> folder; train with "
+                                f"save_final: true (or save_steps) first")
+    return found[-1]
+
+
+def copy_model_files(checkpoint: Path, out: Path) -> list[str]:
+    """Copy the files of :data:`MODEL_FILES` that exist from ``checkpoint`` to
+    ``out``."""
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} already has files; pick another folder or delete "
+                              f"it first")
+    out.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for name in MODEL_FILES:
+        if (checkpoint / name).exists():
+            shutil.copy2(checkpoint / name, out / name)
+            copied.append(name)
+    if "model.safetensors" not in copied:
+        raise FileNotFoundError(f"{checkpoint} has no model.safetensors")
+    return copied
+
+
+def run_summary(run_dir: Path) -> dict:
+    """Steps, wall time and settings of a run, read from its config.json and
+    metrics.csv."""
+    import pandas as pd
+
+    config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    metrics = pd.read_csv(run_dir / "metrics.csv")
+    time_col = "time_step" if "time_step" in metrics else None
+    return {"config": config, "steps": int(metrics["step"].max()),
+            "train_seconds": float(metrics[time_col].sum()) if time_col else None}
+
+
+def card_text(name: str, command: str, summary: dict, table, eval_note: str) -> str:
+    """The README of an exported model (Markdown)."""
+    from .display import cpu_model
+
+    seconds = summary["train_seconds"]
+    wall = f"{seconds:.0f} s of steps" if seconds is not None else "not logged"
+    settings = json.dumps(summary["config"], indent=1)
+    return "\n".join([
+        f"# {name}", "",
+        "A `Qwen2ForCausalLM` made by `grpo_lib` (weights, config and tokenizer only).",
+        "", "Made by:", "", "```bash", command, "```", "",
+        "| what | value |", "| --- | --- |",
+        f"| base | `{summary['config'].get('model_name_or_path', '?')}` |",
+        f"| data | `{summary['config'].get('train_file') or 'see the settings'}` |",
+        f"| seed | {summary['config'].get('seed', '?')} |",
+        f"| steps | {summary['steps']} |",
+        f"| training time | {wall} |",
+        f"| machine | {cpu_model()} ({platform.machine()}) |", "",
+        f"Evaluation ({eval_note}):", "", table.to_markdown(floatfmt=".3f"), "",
+        "Settings (`config.json` of the run):", "", "```json", settings, "```", "",
+    ])
+
+
+def export_model(run_dir: str | Path, out: str | Path, command: str,
+                 eval_n: int = 500, max_new_tokens: int = 128) -> Path:
+    """Copy the run's last checkpoint's model files to ``out``, evaluate them on the
+    first ``eval_n`` held-out arithmetic problems (greedy) and write ``README.md``."""
+    from .evaluation import evaluate
+    from .models import load_model_and_tokenizer
+    from .tasks import load_task_split
+
+    run_dir, out = Path(run_dir), Path(out)
+    checkpoint = latest_checkpoint(run_dir)
+    copy_model_files(checkpoint, out)
+    model, tokenizer = load_model_and_tokenizer(out, device="cpu")
+    table = evaluate(model, tokenizer, load_task_split("arithmetic", "test"), n=eval_n,
+                     max_new_tokens=max_new_tokens)
+    table.to_csv(out / "eval.csv")
+    note = (f"`grpo_lib.evaluate`, the first {eval_n} problems of "
+            f"`data/arithmetic/test.jsonl`, greedy, at most {max_new_tokens} new "
+            f"tokens, on the CPU")
+    text = card_text(out.name, command, run_summary(run_dir), table, note)
+    (out / "README.md").write_text(text, encoding="utf-8")
+    print(table.to_string())
+    print(f"exported {checkpoint} -> {out}")
+    return out
