@@ -144,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage", default="arithmetic",
                    choices=["arithmetic", "cold-start", "skills"])
     p.add_argument("--out", default=None,
-                   help="folder (default data/arithmetic, data/cold_start, data/skills)")
+                   help="folder (default data/arithmetic, data/cold_start or "
+                        "data/skills)")
     p.add_argument("--n-train", type=int, default=None,
                    help="training rows (defaults: 20000 problems; 4000 conversations; "
                         "500 per skill)")
@@ -221,7 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
         "export", help="copy a run's last checkpoint (model files only) to a model "
                        "folder, evaluate it and write its model card")
     p.add_argument("--run", required=True, help="the run's output_dir")
-    p.add_argument("--out", required=True, help="e.g. data/models/tiny-qwen2-cold-start")
+    p.add_argument("--out", required=True,
+                   help="e.g. data/models/tiny-qwen2-cold-start")
     p.add_argument("--command-line", default=None,
                    help="the command that made the run, for the card")
     p.add_argument("--eval-n", type=int, default=500)

@@ -4,7 +4,8 @@ A run's ``checkpoint-<step>/`` holds the optimizer and RNG state for resuming; t
 commits only what loads a model (weights, config, tokenizer) under ``data/models/``,
 with a ``README.md`` that says how it was made and what it scores:
 
-    python -m grpo_lib export --run runs/cold_start --out data/models/tiny-qwen2-cold-start
+    python -m grpo_lib export --run runs/cold_start_annotator \
+        --out data/models/tiny-qwen2-cold-start
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ def latest_checkpoint(run_dir: str | Path) -> Path:
     """The checkpoint of ``run_dir`` with the highest step."""
     found = checkpoint_dirs(run_dir)
     if not found:
-        raise FileNotFoundError(f"{run_dir} has no checkpoint-<step> folder; train with "
-                                f"save_final: true (or save_steps) first")
+        raise FileNotFoundError(f"{run_dir} has no checkpoint-<step> folder; train "
+                                f"with save_final: true (or save_steps) first")
     return found[-1]
 
 
