@@ -4,8 +4,9 @@ A run's ``checkpoint-<step>/`` holds the optimizer and RNG state for resuming; t
 commits only what loads a model (weights, config, tokenizer) under ``data/models/``,
 with a ``README.md`` that says how it was made and what it scores:
 
-    python -m grpo_lib export --run runs/cold_start_annotator \
-        --out data/models/tiny-qwen2-cold-start
+    python -m grpo_lib export --run runs/cold_start_annotator --out DIR
+
+with ``DIR`` such as ``data/models/tiny-qwen2-cold-start``.
 """
 from __future__ import annotations
 
