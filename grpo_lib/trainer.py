@@ -39,6 +39,7 @@ from __future__ import annotations
 
 
 import copy
+import csv
 import json
 import math
 import time

@@ -521,3 +521,18 @@ def test_cli_exits_130_after_an_interrupted_run(monkeypatch, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["train", "--config", str(tmp_path / "any.yaml")])
     assert exit_info.value.code == 130
+
+
+def test_evaluation_during_training_writes_eval_csv(tokenizer, tmp_path):
+    model = random_model(tokenizer, size="micro", seed=0)
+    config = _config(tmp_path, max_steps=2, eval_on_start=True, eval_every=2, eval_n=3,
+                     eval_batch_size=3)
+    held_out = [{"question": "2 + 3 * 4", "answer": "14"},
+                {"question": "9 - 5", "answer": "4"},
+                {"question": "6 * 7", "answer": "42"}]
+    trainer = GRPOTrainer(model, tokenizer, [digit_share], config, ROWS,
+                          eval_dataset=held_out)
+    trainer.train()
+    scores = pd.read_csv(tmp_path / "run" / "eval.csv")
+    assert scores["step"].tolist() == [0, 2]
+    assert {"strict_acc", "format_rate", "lang_mix_rate"} <= set(scores.columns)
