@@ -103,26 +103,27 @@ def _eval(args: argparse.Namespace) -> None:
         print(f"wrote {args.csv}")
 
 
-def _train(args: argparse.Namespace) -> None:
-    from .trainer import run_training, trainer_from_yaml
-
-    with _setup_errors("train"):
-        trainer = trainer_from_yaml(args.config, overrides=args.set or [])
+def _run_from_yaml(command: str, module, args) -> None:
+    """Build ``module``'s trainer from ``--config``/``--set`` (setup mistakes: one
+    line, exit 2) and train it (Ctrl-C: the trainer saves a checkpoint; exit 130)."""
+    with _setup_errors(command):
+        trainer = module.trainer_from_yaml(args.config, overrides=args.set or [])
     try:
-        run_training(trainer)
+        module.run_training(trainer)
     except KeyboardInterrupt:  # the trainer saved a checkpoint and said how to resume
         raise SystemExit(130) from None
+
+
+def _train(args: argparse.Namespace) -> None:
+    from . import trainer
+
+    _run_from_yaml("train", trainer, args)
 
 
 def _sft(args: argparse.Namespace) -> None:
-    from .sft import run_training, trainer_from_yaml
+    from . import sft
 
-    with _setup_errors("sft"):
-        trainer = trainer_from_yaml(args.config, overrides=args.set or [])
-    try:
-        run_training(trainer)
-    except KeyboardInterrupt:  # the trainer saved a checkpoint and said how to resume
-        raise SystemExit(130) from None
+    _run_from_yaml("sft", sft, args)
 
 
 def _plot(args: argparse.Namespace) -> None:

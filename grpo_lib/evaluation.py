@@ -41,6 +41,7 @@ __all__ = [
     "METRIC_COLUMNS",
     "evaluate",
     "score_completions",
+    "score_groups",
     "summarize_scores",
     "build_prompts",
     "answer_entropy",
@@ -241,18 +242,25 @@ def build_prompts(rows: Sequence[dict], prompt_format: str = "chat") -> list:
             for r in rows]
 
 
+def score_groups(rows: Sequence[dict], k: int, completions: Sequence[str],
+                 lengths=None, finished=None) -> pd.DataFrame:
+    """:func:`score_completions` for ``k`` completions per row in group-major order
+    (the sampler's layout), with ``prompt_index, sample_index, question`` in front."""
+    answers = [r["answer"] for r in rows for _ in range(k)]  # [N * k]
+    scores = score_completions(list(completions), answers, lengths=lengths,
+                               finished=finished)
+    scores.insert(0, "prompt_index", [i for i in range(len(rows)) for _ in range(k)])
+    scores.insert(1, "sample_index", [j for _ in rows for j in range(k)])
+    scores.insert(2, "question", [r["question"] for r in rows for _ in range(k)])
+    return scores
+
+
 def _run_mode(model, tokenizer, prompts, rows, mode, k, **gen_kwargs) -> pd.DataFrame:
     rollout = generate(model, tokenizer, prompts, num_generations=k, **gen_kwargs)
-    answers = [r["answer"] for r in rows for _ in range(k)]
-    scores = score_completions(
-        rollout.texts, answers,
-        lengths=rollout.completion_lengths.tolist(),
-        finished=rollout.finished.tolist(),
-    )
+    scores = score_groups(rows, k, rollout.texts,
+                          lengths=rollout.completion_lengths.tolist(),
+                          finished=rollout.finished.tolist())
     scores.insert(0, "mode", mode)
-    scores.insert(1, "prompt_index", [i for i in range(len(rows)) for _ in range(k)])
-    scores.insert(2, "sample_index", [j for _ in range(len(rows)) for j in range(k)])
-    scores.insert(3, "question", [r["question"] for r in rows for _ in range(k)])
     return scores
 
 

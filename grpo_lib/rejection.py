@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .evaluation import build_prompts, score_completions
+from .evaluation import build_prompts, score_groups
 from .sampling import generate
 
 __all__ = [
@@ -155,12 +155,7 @@ def score_candidates(
             f"got {len(completions)} completions for {len(rows)} prompts x k={k}; "
             f"pass exactly {len(rows) * k}, grouped by prompt."
         )
-    answers = [r["answer"] for r in rows for _ in range(k)]  # [N * k]
-    scores = score_completions(list(completions), answers, lengths, finished)
-    scores.insert(0, "prompt_index", [i for i in range(len(rows)) for _ in range(k)])
-    scores.insert(1, "sample_index", [j for _ in rows for j in range(k)])
-    scores.insert(2, "question", [r["question"] for r in rows for _ in range(k)])
-    return scores
+    return score_groups(rows, k, completions, lengths, finished)
 
 
 def sample_candidates(
