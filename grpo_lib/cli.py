@@ -28,17 +28,19 @@ def _make_data(args: argparse.Namespace) -> None:
     drawn from the train split) or ``skills`` (the non-reasoning skills)."""
     from .tasks import arithmetic, cold_start, skills
 
+    # sizes left out keep the writer's own defaults
+    sizes = {name: value for name, value in
+             (("n_train", args.n_train), ("n_test", args.n_test)) if value is not None}
     with _setup_errors("make-data"):
         if args.stage == "arithmetic":
-            arithmetic.write_splits(args.out or arithmetic.DATA_DIR,
-                                    n_train=args.n_train, n_test=args.n_test,
-                                    seed=args.seed)
+            arithmetic.write_splits(args.out or arithmetic.DATA_DIR, seed=args.seed,
+                                    **sizes)
         elif args.stage == "cold-start":
+            n = {"n": sizes["n_train"]} if "n_train" in sizes else {}
             cold_start.write_cold_start(args.out or cold_start.COLD_START_DIR,
-                                        n=args.n_train, seed=args.seed)
+                                        seed=args.seed, **n)
         else:
-            skills.write_skills(args.out or skills.SKILLS_DIR, n_train=args.n_train,
-                                n_test=args.n_test, seed=args.seed)
+            skills.write_skills(args.out or skills.SKILLS_DIR, seed=args.seed, **sizes)
 
 
 def _export(args: argparse.Namespace) -> None:
@@ -58,7 +60,8 @@ def _rejection_sample(args: argparse.Namespace) -> None:
 
 
 def _make_sft_data(args: argparse.Namespace) -> None:
-    from .sft import arithmetic_sft_rows, write_jsonl
+    from .sft import arithmetic_sft_rows
+    from .tasks import write_jsonl
 
     rows = arithmetic_sft_rows(args.n, split=args.split)
     print(f"wrote {write_jsonl(rows, args.out)} ({len(rows)} conversations)")
@@ -244,11 +247,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if getattr(args, "command", None) == "make-data":
-        defaults = {"arithmetic": (20000, 1000), "cold-start": (4000, 0),
-                    "skills": (500, 100)}[args.stage]
-        args.n_train = defaults[0] if args.n_train is None else args.n_train
-        args.n_test = defaults[1] if args.n_test is None else args.n_test
     try:  # transformers' per-load "Loading weights" bar is noise in a CLI's output
         from transformers.utils import logging as hf_logging
 

@@ -27,7 +27,7 @@ import torch
 from . import checkpoints
 from .corpus import CorpusMix, document_text, sample_documents
 from .models import build_tokenizer, count_parameters, random_model
-from .tasks.arithmetic import DATA_DIR, Problem, load_split, read_rows, solve_steps
+from .tasks.arithmetic import DATA_DIR, Problem, load_split, read_rows
 from .training_loop import (
     RunSettings,
     TrainingLoop,
@@ -90,8 +90,7 @@ def lr_at(step: int, cfg: PretrainConfig) -> float:
 
 def _train_problems() -> list[Problem]:
     rows = read_rows("train")
-    return [Problem(r["question"], int(r["answer"]), r["num_operands"], r["has_parens"],
-                    r["precedence_matters"], solve_steps(r["question"])) for r in rows]
+    return [Problem.from_row(r) for r in rows]
 
 
 def bf16_autocast_supported(device: torch.device) -> bool:

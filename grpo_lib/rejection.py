@@ -15,7 +15,7 @@ survive and go into the second round of supervised fine-tuning. Here the steps a
 3. :func:`random_control` draws the same number of samples with no filter at all: SFT
    on it versus SFT on the kept samples measures what the filtering itself buys;
 4. :func:`to_sft_rows` writes the kept samples as conversations in TRL's format
-   (save them with :func:`grpo_lib.sft.write_jsonl`).
+   (save them with :func:`grpo_lib.tasks.write_jsonl`).
 
 Arithmetic traces have no paragraphs or code blocks; a trace that loops
 (``repetitive``) or runs out of tokens (``truncated``) is this task's unreadable
@@ -354,7 +354,7 @@ def rejection_sample_from_args(args: argparse.Namespace) -> pd.DataFrame:
     """
     from .models import load_model_and_tokenizer
     from .profiles import profile
-    from .sft import write_jsonl
+    from .tasks import write_jsonl
     from .tasks import load_task_split
 
     P = profile()

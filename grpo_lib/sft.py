@@ -750,15 +750,5 @@ def arithmetic_sft_rows(n: int, split: str = "train") -> list[dict]:
     from .tasks.arithmetic import Problem, read_rows
     from .tasks.cold_start import cold_start_rows
 
-    problems = [Problem(r["question"], int(r["answer"]), r["num_operands"],
-                        r["has_parens"], r["precedence_matters"])
-                for r in read_rows(split)[:n]]
+    problems = [Problem.from_row(r) for r in read_rows(split)[:n]]
     return cold_start_rows(problems)
-
-
-def write_jsonl(rows: Sequence[dict], path: str | Path) -> Path:
-    """Write ``rows`` as JSONL (one object per line); return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path

@@ -22,7 +22,8 @@ from grpo_lib.rejection import (
     score_candidates,
     to_sft_rows,
 )
-from grpo_lib.sft import read_jsonl, write_jsonl
+from grpo_lib.sft import read_jsonl
+from grpo_lib.tasks import write_jsonl
 
 ROWS = [
     {"question": "2 + 3 * 4", "answer": "14"},

@@ -1,7 +1,21 @@
 """Tasks: problem generators, splits and prompts. ``load_task_split(task, split)``."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Iterable
+
 TASKS = ("arithmetic",)
+
+
+def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
+    """Write ``rows`` as JSONL (one object per line, UTF-8, non-ASCII text as is),
+    creating the folder; return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def load_task_split(task: str = "arithmetic", split: str = "train"):

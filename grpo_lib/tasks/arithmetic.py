@@ -194,6 +194,13 @@ class Problem:
                 "num_operands": self.num_operands, "has_parens": self.has_parens,
                 "precedence_matters": self.precedence_matters}
 
+    @classmethod
+    def from_row(cls, row: dict) -> "Problem":
+        """The inverse of :meth:`row` (a line of a split), with its solution steps."""
+        return cls(row["question"], int(row["answer"]), row["num_operands"],
+                   row["has_parens"], row["precedence_matters"],
+                   solve_steps(row["question"]))
+
 
 def _values_ok(question: str, difficulty: Difficulty) -> bool:
     for precedence in (True, False):
@@ -260,16 +267,14 @@ def write_splits(out_dir: str | Path = DATA_DIR, n_train: int = 20000,
                  n_test: int = 1000, seed: int = 0) -> dict[str, Path]:
     """Write ``test.jsonl`` then ``train.jsonl`` (no question in both) under
     ``out_dir``."""
+    from . import write_jsonl
+
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     test = make_problems(n_test, seed=seed + 1)
     train = make_problems(n_train, seed=seed + 2, exclude={p.question for p in test})
     paths = {}
     for name, problems in (("test", test), ("train", train)):
-        path = out / f"{name}.jsonl"
-        with open(path, "w", encoding="utf-8") as fh:
-            for p in problems:
-                fh.write(json.dumps(p.row()) + "\n")
+        path = write_jsonl((p.row() for p in problems), out / f"{name}.jsonl")
         paths[name] = path
         print(f"wrote {len(problems)} problems to {path}")
     return paths

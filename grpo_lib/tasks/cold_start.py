@@ -16,10 +16,10 @@ format (a ``messages`` column), ready for :class:`grpo_lib.sft.SFTTrainer`.
 """
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
+from . import write_jsonl
 from .arithmetic import (DATA_DIR, Problem, question_text, read_rows, solve_steps,
                          tokenize_expression)
 
@@ -119,13 +119,7 @@ def write_cold_start(out_dir: str | Path = COLD_START_DIR, n: int = 4000,
     (:func:`pick_cold_start_rows`) and write them to ``out_dir/annotator.jsonl``; the
     test split is never used."""
     picked = pick_cold_start_rows(read_rows("train"), n, seed)
-    problems = [Problem(r["question"], int(r["answer"]), r["num_operands"],
-                        r["has_parens"], r["precedence_matters"]) for r in picked]
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "annotator.jsonl"
-    with open(path, "w", encoding="utf-8") as fh:
-        for row in cold_start_rows(problems):
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    problems = [Problem.from_row(r) for r in picked]
+    path = write_jsonl(cold_start_rows(problems), Path(out_dir) / "annotator.jsonl")
     print(f"wrote {n} annotated conversations to {path}")
     return path

@@ -21,10 +21,11 @@ and never raises on malformed text.
 """
 from __future__ import annotations
 
-import json
 import random
 import re
 from pathlib import Path
+
+from . import write_jsonl
 
 SKILLS_DIR = Path(__file__).resolve().parents[2] / "data" / "skills"
 
@@ -142,16 +143,11 @@ def write_skills(out_dir: str | Path = SKILLS_DIR, n_train: int = 500,
                  n_test: int = 100, seed: int = 0) -> dict[str, Path]:
     """Write ``train.jsonl`` (``n_train`` rows per skill, training templates) and
     ``test.jsonl`` (``n_test`` per skill, the held-out template) under ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     splits = {"train": make_skill_rows(n_train, seed=seed),
               "test": make_skill_rows(n_test, seed=seed + 1, held_out=True)}
     paths = {}
     for name, rows in splits.items():
-        paths[name] = out / f"{name}.jsonl"
-        with open(paths[name], "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        paths[name] = write_jsonl(rows, Path(out_dir) / f"{name}.jsonl")
         print(f"wrote {len(rows)} skill rows to {paths[name]}")
     return paths
 
