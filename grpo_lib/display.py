@@ -49,17 +49,8 @@ def show_source(obj: Callable | type | Any, *, docstring: bool = True,
                   f"(lines {first}-{first + len(lines) - 1})")
         footer = f"# ... the whole function: show_source({name}, max_lines=None)\n"
     _check_shown(source, name, max_lines)
-    try:
-        from IPython import get_ipython
-        from IPython.display import Markdown, display
-
-        if get_ipython() is not None:
-            display(Markdown(f"```python\n{header}\n{source}{footer}```"))
-            return
-    except ImportError:
-        pass
-    print(header)
-    print(source + footer, end="")
+    text = f"{header}\n{source}{footer}"
+    _show_markdown(f"```python\n{text}```", plain=text)
 
 
 def say(markdown: str) -> None:
@@ -69,6 +60,11 @@ def say(markdown: str) -> None:
     it with this helper, which renders Markdown in Jupyter (and in the built book) and
     prints the text elsewhere.
     """
+    _show_markdown(markdown, plain=markdown + "\n")
+
+
+def _show_markdown(markdown: str, plain: str) -> None:
+    """Display ``markdown`` in Jupyter; print ``plain`` (as is) anywhere else."""
     try:
         from IPython import get_ipython
         from IPython.display import Markdown, display
@@ -78,7 +74,7 @@ def say(markdown: str) -> None:
             return
     except ImportError:
         pass
-    print(markdown)
+    print(plain, end="")
 
 
 def _part(lines: list[str], start: str | None, end: str | None,
