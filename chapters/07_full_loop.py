@@ -275,8 +275,17 @@ step_table.head(G)
 # wait until the update is complete):
 
 # %%
-show_source(GRPOTrainer.train_step, start="total = (rewards * self.reward_weights)",
+show_source(GRPOTrainer.train_step, start="advantages = self.advantages(rewards)",
             end="self._last_batch = (rollout")
+
+# %% [markdown]
+# `advantages` weighs and sums the reward functions' scores, then normalises the
+# sum within each group: `group_advantages` from chapter 1. (Its other branch
+# normalises each reward within its group before summing, for rewards of very
+# different scales.)
+
+# %%
+show_source(GRPOTrainer.advantages, docstring=False)
 
 # %% [markdown]
 # `_update` is the hand-made step above, split into micro-batches so that a large

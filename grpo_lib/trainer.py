@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 from . import parsing
-from .advantages import group_advantages
+from .advantages import decoupled_advantages, group_advantages
 from .logprobs import sequence_logprobs
 from .losses import LOSS_TYPES, policy_loss
 from .sampling import Rollout, generate
@@ -67,6 +67,7 @@ from .training_loop import deferred_sigint as _deferred_sigint  # train_step's n
 from .yaml_config import YAMLConfig, read_yaml_values
 
 SCALE_REWARDS = ("group", "batch", "none")
+AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 PROMPT_FORMATS = ("chat", "r1_zero")
 
 METRIC_COLUMNS = [
@@ -149,6 +150,8 @@ class GRPOConfig(YAMLConfig):
     # ---- credit assignment and loss
     scale_rewards: str = "group"
     """Advantage scale: ``"group"`` std, ``"batch"`` std, or ``"none"`` (Dr. GRPO)."""
+    multi_objective_aggregation: str = "sum_then_normalize"
+    """Several rewards: sum then normalise (GRPO), or ``"normalize_then_sum"`` (GDPO)."""
     loss_type: str = "grpo"
     """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo`` or ``reinforce`` (see losses.py)."""
     beta: float = 0.0
@@ -280,6 +283,11 @@ class GRPOConfig(YAMLConfig):
             )
         if self.scale_rewards not in SCALE_REWARDS:
             bad(f"scale_rewards={self.scale_rewards!r}; choose one of {SCALE_REWARDS}.")
+        if self.multi_objective_aggregation not in AGGREGATIONS:
+            bad(
+                f"multi_objective_aggregation={self.multi_objective_aggregation!r}; "
+                f"choose one of {AGGREGATIONS}."
+            )
         if self.prompt_format not in PROMPT_FORMATS:
             bad(
                 f"prompt_format={self.prompt_format!r}; choose one of {PROMPT_FORMATS}."
@@ -846,6 +854,20 @@ class GRPOTrainer(TrainingLoop):
         return out
 
     # ------------------------------------------------------------------ one step
+    def advantages(self, rewards: torch.Tensor) -> torch.Tensor:
+        """Advantages ``[B]`` from rewards ``[B, K]`` (one column per reward function).
+
+        ``sum_then_normalize`` (GRPO): r_i = sum_k w_k r_ik, then group-normalise r.
+        ``normalize_then_sum`` (GDPO): normalise each reward in its group, then sum.
+        """
+        cfg = self.config
+        if cfg.multi_objective_aggregation == "normalize_then_sum":
+            weights = self.reward_weights.tolist()
+            return decoupled_advantages(rewards, weights, cfg.num_generations)
+        total = (rewards * self.reward_weights).sum(1)  # [B]
+        return group_advantages(total, cfg.num_generations, scale=cfg.scale_rewards)
+
+    # ------------------------------------------------------------------ one step
     def train_step(self) -> dict:
         """One GRPO step (rollout, rewards, advantages, μ updates); returns metrics."""
         cfg, G = self.config, self.config.num_generations
@@ -915,8 +937,7 @@ class GRPOTrainer(TrainingLoop):
             }
             self._last_batch = None
         else:
-            total = (rewards * self.reward_weights).sum(1)  # [B]
-            advantages = group_advantages(total, G, scale=cfg.scale_rewards)  # [B]
+            advantages = self.advantages(rewards)  # [B]
             with _deferred_sigint(self._flag):
                 upd = self._update(rollout, advantages)
                 self.step += 1

@@ -88,6 +88,7 @@ def _params(model) -> torch.Tensor:
         (dict(loss_type="ppo"), "loss_type='ppo' is unknown"),
         (dict(loss_type="reinforce", num_iterations=2), "set num_iterations=1"),
         (dict(scale_rewards="std"), "scale_rewards='std'"),
+        (dict(multi_objective_aggregation="mean"), "choose one of .*normalize_then_sum"),
         (dict(reward_weights=[1.0]), "give one weight per function"),
         (dict(temperature=0.0), "temperature > 0"),
         (dict(lr_scheduler_type="step"), "lr_scheduler_type='step'"),
@@ -203,6 +204,41 @@ def test_short_run_learns_and_logs(tokenizer, tmp_path):
         for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()
     ]
     assert {s["step"] for s in samples} == {6, 12} and len(samples) == 2 * 16
+
+
+def short_share(completions, **kwargs):
+    """1.0 for a completion of at most 4 characters, else 0.0."""
+    return [float(len(t) <= 4) for t in completions]
+
+
+def test_multi_objective_aggregation_sums_or_decouples(tokenizer, tmp_path):
+    from grpo_lib.advantages import decoupled_advantages, group_advantages
+
+    model = random_model(tokenizer, size="micro", seed=0)
+    # [B=8, K=2]: a 0/1 reward and a small 0/0.3 one, two groups of G=4
+    rewards = torch.tensor(
+        [[1, 0], [0, 0.3], [0, 0], [0, 0.3], [0, 0.3], [0, 0], [0, 0], [0, 0]],
+        dtype=torch.float64,
+    )
+    funcs = [digit_share, short_share]
+    for how in ["sum_then_normalize", "normalize_then_sum"]:
+        cfg = _config(tmp_path, reward_weights=[1.0, 0.5],
+                      multi_objective_aggregation=how)
+        got = GRPOTrainer(model, tokenizer, funcs, cfg, ROWS).advantages(rewards)
+        if how == "sum_then_normalize":
+            total = rewards[:, 0] + 0.5 * rewards[:, 1]
+            want = group_advantages(total, 4, scale="group")
+        else:
+            want = decoupled_advantages(rewards, [1.0, 0.5], 4)
+        assert got.tolist() == pytest.approx(want.tolist())
+    # the two disagree: with decoupling the small reward weighs as much as its weight
+    # says, whatever its scale
+    summed = group_advantages(rewards[:, 0] + 0.5 * rewards[:, 1], 4, scale="group")
+    assert not torch.allclose(summed.float(), got.float())
+    # and a short GDPO run trains like any other
+    cfg = _config(tmp_path, max_steps=2, multi_objective_aggregation="normalize_then_sum")
+    metrics = GRPOTrainer(model, tokenizer, funcs, cfg, ROWS).train()
+    assert len(metrics) == 2 and metrics["grad_norm"].notna().all()
 
 
 def test_length_of_right_and_wrong_completions():
