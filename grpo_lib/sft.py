@@ -88,8 +88,9 @@ class SFTConfig(YAMLConfig):
     # ---- model and data
     model_name_or_path: str = "data/models/tiny-qwen2-base"
     """Folder (or hub name) of the model to fine-tune; used by ``trainer_from_yaml``."""
-    train_file: str | None = None
-    """JSONL training data: a ``messages`` column, or ``prompt`` and ``completion``."""
+    train_file: str | list[str] | None = None
+    """JSONL training data: a ``messages`` column, or ``prompt`` and ``completion``; a
+    list of files is one data mixture, their rows concatenated (``read_train_files``)."""
     eval_file: str | None = None
     """JSONL held-out data in the same format, for ``eval_steps`` (None: none)."""
     max_length: int | None = 1024
@@ -724,15 +725,34 @@ def trainer_from_yaml(path: str | Path, overrides: Sequence[str] = ()) -> SFTTra
     if not config.train_file:
         raise ValueError(f"{path} sets no train_file: name a JSONL file of examples, "
                          f"e.g. --set train_file=data/sft/arithmetic_r1_chat.jsonl.")
-    train_rows = read_jsonl(config.train_file, "train_file")
+    train_rows = read_train_files(config.train_file, config)
     eval_rows = read_jsonl(config.eval_file, "eval_file") if config.eval_file else None
-    check_rows(train_rows, config, f"train_file {config.train_file}")
     if eval_rows is not None:
         check_rows(eval_rows, config, f"eval_file {config.eval_file}")
     device = config.device or profile().device
     model, tokenizer = load_model_and_tokenizer(config.model_name_or_path,
                                                 device=device)
     return SFTTrainer(model, tokenizer, config, train_rows, eval_rows)
+
+
+def read_train_files(train_file: str | Sequence[str], config: SFTConfig) -> list[dict]:
+    """The rows of ``train_file``, checked (:func:`check_rows`): one JSONL file, or a
+    list of files read in order and concatenated (a data mixture, e.g. reasoning
+    samples plus non-reasoning ones; list a file twice to weigh it twice). The
+    trainer shuffles the rows, so the order of the files does not matter."""
+    files = [train_file] if isinstance(train_file, (str, Path)) else train_file
+    if not isinstance(files, (list, tuple)) or not files or not all(
+            isinstance(f, (str, Path)) and str(f) for f in files):
+        raise ValueError(
+            f"train_file={train_file!r}: give a JSONL file or a non-empty list of "
+            f"them, e.g. train_file: [data/rejection/kept.jsonl, "
+            f"data/skills/train.jsonl].")
+    rows = []
+    for name in files:
+        part = read_jsonl(name, "train_file")
+        check_rows(part, config, f"train_file {name}")
+        rows.extend(part)
+    return rows
 
 
 def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):
