@@ -6,7 +6,10 @@ with a ``README.md`` that says how it was made and what it scores:
 
     python -m grpo_lib export --run runs/cold_start_annotator --out DIR
 
-with ``DIR`` such as ``data/models/tiny-qwen2-cold-start``.
+with ``DIR`` such as ``data/models/tiny-qwen2-cold-start``. A model trained on the
+non-reasoning skills gets their held-out scores on its card too:
+
+    python -m grpo_lib.model_cards add-skills DIR
 """
 from __future__ import annotations
 
@@ -60,6 +63,15 @@ def run_summary(run_dir: Path) -> dict:
             "train_seconds": float(metrics[time_col].sum()) if time_col else None}
 
 
+def data_cell(train_file) -> str:
+    """The card's data cell: the file in backticks, or each file of a data mixture
+    (a list) in backticks joined by ``+``."""
+    if not train_file:
+        return "see the settings"
+    files = train_file if isinstance(train_file, (list, tuple)) else [train_file]
+    return " + ".join(f"`{f}`" for f in files)
+
+
 def card_text(name: str, command: str, summary: dict, table, eval_note: str) -> str:
     """The README of an exported model (Markdown)."""
     from .display import cpu_model
@@ -73,7 +85,7 @@ def card_text(name: str, command: str, summary: dict, table, eval_note: str) -> 
         "", "Made by:", "", "```bash", command, "```", "",
         "| what | value |", "| --- | --- |",
         f"| base | `{summary['config'].get('model_name_or_path', '?')}` |",
-        f"| data | `{summary['config'].get('train_file') or 'see the settings'}` |",
+        f"| data | {data_cell(summary['config'].get('train_file'))} |",
         f"| seed | {summary['config'].get('seed', '?')} |",
         f"| steps | {summary['steps']} |",
         f"| training time | {wall} |",
@@ -106,3 +118,71 @@ def export_model(run_dir: str | Path, out: str | Path, command: str,
     print(table.to_string())
     print(f"exported {checkpoint} -> {out}")
     return out
+
+
+# ======================================================================================
+# Non-reasoning skills on the card (``python -m grpo_lib.model_cards add-skills DIR``)
+# ======================================================================================
+SKILLS_MARKER = "<!-- skills -->"
+"""The line that starts the skills section of a card (rewritten on each call)."""
+
+
+def add_skill_scores(model_dir: str | Path, skills_file: str | Path | None = None,
+                     max_new_tokens: int = 32) -> "pd.DataFrame":
+    """Score an exported model on the held-out skills (greedy,
+    :func:`grpo_lib.tasks.skills.evaluate_skills`), write ``skills.csv`` and add the
+    table to its ``README.md`` (replacing an earlier skills section).
+
+    ``skills_file``: JSONL rows with ``skill``, ``question``, ``answer``; default
+    ``data/skills/test.jsonl`` (the held-out question templates). Returns the table
+    (one row per skill: ``accuracy``, ``n``)."""
+    from .models import load_model_and_tokenizer
+    from .sft import read_jsonl
+    from .tasks.skills import SKILLS_DIR, evaluate_skills
+
+    model_dir = Path(model_dir)
+    card = model_dir / "README.md"
+    if not card.is_file():
+        raise FileNotFoundError(f"{model_dir} has no README.md: export the model "
+                                f"first (python -m grpo_lib export --run ... --out "
+                                f"{model_dir})")
+    skills_file = Path(skills_file or SKILLS_DIR / "test.jsonl")
+    rows = read_jsonl(skills_file, "skills_file")
+    model, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
+    table, _ = evaluate_skills(model, tokenizer, rows, max_new_tokens=max_new_tokens)
+    table.to_csv(model_dir / "skills.csv")
+    text = card.read_text(encoding="utf-8").split(SKILLS_MARKER)[0].rstrip("\n")
+    section = [SKILLS_MARKER, "", f"Non-reasoning skills (`grpo_lib.tasks.skills."
+               f"evaluate_skills`, `{skills_file.as_posix()}`, the held-out question "
+               f"templates, greedy, at most {max_new_tokens} new tokens, rule-scored "
+               f"by `score_skill`, on the CPU):", "",
+               table.to_markdown(floatfmt=".3f"), ""]
+    card.write_text(text + "\n\n" + "\n".join(section), encoding="utf-8")
+    print(table.to_string())
+    return table
+
+
+def main(argv=None) -> None:
+    """``python -m grpo_lib.model_cards add-skills DIR [--skills-file F]``."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m grpo_lib.model_cards")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("add-skills", help="score the held-out skills, add them to "
+                                          "the model card")
+    p.add_argument("model_dir")
+    p.add_argument("--skills-file", default=None,
+                   help="JSONL skill rows (default data/skills/test.jsonl)")
+    p.add_argument("--max-new-tokens", type=int, default=32)
+    args = parser.parse_args(argv)
+    try:
+        add_skill_scores(args.model_dir, args.skills_file, args.max_new_tokens)
+    except (ValueError, OSError) as err:
+        print(f"python -m grpo_lib.model_cards add-skills: error: {err}",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

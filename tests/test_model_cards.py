@@ -27,3 +27,37 @@ def test_export_copies_model_files_evaluates_and_writes_a_card(tmp_path, capsys)
     with pytest.raises(SystemExit) as stop:
         main(["export", "--run", str(tmp_path / "nothing"), "--out", str(tmp_path / "m")])
     assert stop.value.code == 2
+
+
+def test_data_cell_names_each_file_of_a_mixture():
+    from grpo_lib.model_cards import data_cell
+
+    assert data_cell("data/a.jsonl") == "`data/a.jsonl`"
+    assert data_cell(["data/a.jsonl", "data/b.jsonl"]) == \
+        "`data/a.jsonl` + `data/b.jsonl`"
+    assert data_cell(None) == "see the settings"
+
+
+def test_add_skills_scores_the_card_and_rewrites_its_section(tmp_path, capsys):
+    from grpo_lib.model_cards import SKILLS_MARKER, main as cards_main
+    from grpo_lib.tasks import write_jsonl
+    from grpo_lib.tasks.skills import make_skill_rows
+
+    run = tmp_path / "run"
+    main(["sft", "--config", "configs/sft_smoke.yaml", "--set", f"output_dir={run}",
+          "--set", "max_steps=1", "--set", "save_steps=0", "--set", "save_final=true",
+          "--set", "eval_steps=0", "--set", "progress_bar=false"])
+    out = tmp_path / "model"
+    main(["export", "--run", str(run), "--out", str(out), "--eval-n", "2",
+          "--max-new-tokens", "4", "--command-line", "python -m grpo_lib sft ..."])
+    skills = write_jsonl(make_skill_rows(2, seed=1, held_out=True), tmp_path / "s.jsonl")
+    for _ in range(2):  # a second call replaces the section, it does not add one
+        cards_main(["add-skills", str(out), "--skills-file", str(skills),
+                    "--max-new-tokens", "4"])
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert card.count(SKILLS_MARKER) == 1 and "strict_acc" in card
+    assert "self_cognition" in card and "s.jsonl" in card
+    assert (out / "skills.csv").read_text().startswith("skill,accuracy,n")
+    with pytest.raises(SystemExit) as stop:
+        cards_main(["add-skills", str(tmp_path / "nothing")])
+    assert stop.value.code == 2 and "export the model first" in capsys.readouterr().err
