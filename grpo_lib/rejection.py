@@ -24,6 +24,7 @@ answer, so those two filters stand in for R1's.
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Callable, Sequence
 
 import numpy as np
@@ -361,13 +362,15 @@ def rejection_sample_from_args(args: argparse.Namespace) -> pd.DataFrame:
     model, tokenizer = load_model_and_tokenizer(args.model, device=P.device)
     dataset = load_task_split(args.task, args.split)
     rows = _as_rows(dataset.select(range(min(args.n, len(dataset)))))
+    start = time.perf_counter()
     candidates = sample_candidates(
         model, tokenizer, rows, args.k, temperature=args.temperature,
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
         seed=args.seed, prompt_format=args.prompt_format)
+    seconds = time.perf_counter() - start
     kept, yields = apply_filters(candidates, max_per_prompt=args.max_per_prompt)
     print(f"model: {args.model} | {args.task}/{args.split} | {len(rows)} prompts x "
-          f"k={args.k} | {P}")
+          f"k={args.k} | {P} | sampling and scoring took {seconds:.0f} s")
     print(yields.to_string(float_format=lambda v: f"{v:.3f}"))
     print(f"wrote {write_jsonl(to_sft_rows(kept), args.out)} ({len(kept)} samples)")
     if args.control_out:
@@ -378,6 +381,9 @@ def rejection_sample_from_args(args: argparse.Namespace) -> pd.DataFrame:
     if args.candidates_csv:
         candidates.to_csv(args.candidates_csv, index=False)
         print(f"wrote {args.candidates_csv}")
+    if args.yields_csv:
+        yields.to_csv(args.yields_csv)
+        print(f"wrote {args.yields_csv}")
     return yields
 
 
@@ -403,6 +409,9 @@ def add_rejection_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--control-out", default=None,
                    help="also write a random unfiltered control of the same size")
     p.add_argument("--candidates-csv", default=None,
-                   help="also write every candidate with its scores")
+                   help="also write every candidate with its scores (.csv.gz: "
+                        "compressed)")
+    p.add_argument("--yields-csv", default=None,
+                   help="also write the yield table")
     p.set_defaults(func=rejection_sample_from_args)
     return p

@@ -218,3 +218,27 @@ def test_cli_parser_defaults():
     args = parser.parse_args(["rejection-sample", "--model", "m"])
     assert args.k == 16 and args.split == "train" and args.max_per_prompt is None
     assert callable(args.func)
+
+
+def test_cli_writes_kept_control_candidates_and_yields(tiny, tmp_path, capsys):
+    from grpo_lib.cli import main
+
+    model, tok = tiny
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    files = {name: tmp_path / name for name in
+             ("kept.jsonl", "control.jsonl", "candidates.csv.gz", "yields.csv")}
+    main(["rejection-sample", "--model", str(tmp_path / "m"), "--n", "3", "--k", "2",
+          "--max-new-tokens", "4", "--batch-size", "4",
+          "--out", str(files["kept.jsonl"]),
+          "--control-out", str(files["control.jsonl"]),
+          "--candidates-csv", str(files["candidates.csv.gz"]),
+          "--yields-csv", str(files["yields.csv"])])
+    out = capsys.readouterr().out
+    assert "3 prompts x k=2" in out and "sampling and scoring took" in out
+    candidates = pd.read_csv(files["candidates.csv.gz"])
+    yields = pd.read_csv(files["yields.csv"], index_col="stage")
+    assert len(candidates) == 6 and yields.loc["sampled", "kept"] == 6
+    kept = yields.loc["deduplicate", "kept"]
+    assert len(read_jsonl(files["control.jsonl"])) == kept  # same size as the kept set
+    assert len(read_jsonl(files["kept.jsonl"])) == kept
