@@ -168,6 +168,23 @@ def _zero_std_transposed(rewards, group_size):
     return (grouped == grouped[:, :1]).all(1).float().mean().item()
 
 
+def _ch12_samples_rounded_down(p, target):
+    return 1 if p >= 1 else int(math.log(1 - target) / math.log(1 - p))
+
+
+def _ch12_dedup_across_prompts(prompt_index, completions):
+    seen, keep = set(), []
+    for text in completions:  # the prompt left out of the key: wrong
+        key = " ".join(text.split()).casefold()
+        keep.append(key not in seen)
+        seen.add(key)
+    return keep
+
+
+def _ch12_each_filter_alone(masks):
+    return [len(next(iter(masks.values())))] + [sum(m) for m in masks.values()]
+
+
 # "chNN.check_name": (the wrong attempt passed to the checker, regex of its message)
 WRONG_ATTEMPTS = {
     "ch01.check_group_advantages": (_population_std_advantages, "which std"),
@@ -207,6 +224,10 @@ WRONG_ATTEMPTS = {
     # chapter 1's function (one bool per group) where chapter 9 wants group indices
     "ch09.check_informative_groups": (_ch01_informative_groups,
                                       r"expected \[1\], got \[0, 1\].*indices"),
+    "ch12.check_samples_needed": (_ch12_samples_rounded_down, "round up"),
+    "ch12.check_dedup_mask": (_ch12_dedup_across_prompts, "within one prompt"),
+    "ch12.check_sequential_yields": (_ch12_each_filter_alone,
+                                     "each filter sees only"),
 }
 
 
