@@ -128,10 +128,11 @@ SKILLS_MARKER = "<!-- skills -->"
 
 
 def add_skill_scores(model_dir: str | Path, skills_file: str | Path | None = None,
-                     max_new_tokens: int = 32) -> "pd.DataFrame":
-    """Score an exported model on the held-out skills (greedy,
-    :func:`grpo_lib.tasks.skills.evaluate_skills`), write ``skills.csv`` and add the
-    table to its ``README.md`` (replacing an earlier skills section).
+                     max_new_tokens: int = 32, csv: str | Path | None = None):
+    """Score a model on the held-out skills (greedy,
+    :func:`grpo_lib.tasks.skills.evaluate_skills`) and write the table to ``csv``
+    (default ``<model_dir>/skills.csv``); when ``model_dir`` has a model card
+    (``README.md``, from ``export``), add the table to it, replacing an earlier one.
 
     ``skills_file``: JSONL rows with ``skill``, ``question``, ``answer``; default
     ``data/skills/test.jsonl`` (the held-out question templates). Returns the table
@@ -141,43 +142,49 @@ def add_skill_scores(model_dir: str | Path, skills_file: str | Path | None = Non
     from .tasks.skills import SKILLS_DIR, evaluate_skills
 
     model_dir = Path(model_dir)
-    card = model_dir / "README.md"
-    if not card.is_file():
-        raise FileNotFoundError(f"{model_dir} has no README.md: export the model "
-                                f"first (python -m grpo_lib export --run ... --out "
-                                f"{model_dir})")
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir} holds no model (no config.json): give "
+                                f"an exported model folder or a checkpoint-<step>")
     skills_file = Path(skills_file or SKILLS_DIR / "test.jsonl")
     rows = read_jsonl(skills_file, "skills_file")
     model, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
     table, _ = evaluate_skills(model, tokenizer, rows, max_new_tokens=max_new_tokens)
-    table.to_csv(model_dir / "skills.csv")
-    text = card.read_text(encoding="utf-8").split(SKILLS_MARKER)[0].rstrip("\n")
-    section = [SKILLS_MARKER, "", f"Non-reasoning skills (`grpo_lib.tasks.skills."
-               f"evaluate_skills`, `{skills_file.as_posix()}`, the held-out question "
-               f"templates, greedy, at most {max_new_tokens} new tokens, rule-scored "
-               f"by `score_skill`, on the CPU):", "",
-               table.to_markdown(floatfmt=".3f"), ""]
-    card.write_text(text + "\n\n" + "\n".join(section), encoding="utf-8")
+    csv = Path(csv or model_dir / "skills.csv")
+    table.to_csv(csv)
     print(table.to_string())
+    print(f"wrote {csv}")
+    card = model_dir / "README.md"
+    if card.is_file():
+        text = card.read_text(encoding="utf-8").split(SKILLS_MARKER)[0].rstrip("\n")
+        section = [SKILLS_MARKER, "", f"Non-reasoning skills (`grpo_lib.tasks.skills."
+                   f"evaluate_skills`, `{skills_file.as_posix()}`, the held-out "
+                   f"question templates, greedy, at most {max_new_tokens} new tokens, "
+                   f"rule-scored by `score_skill`, on the CPU):", "",
+                   table.to_markdown(floatfmt=".3f"), ""]
+        card.write_text(text + "\n\n" + "\n".join(section), encoding="utf-8")
+        print(f"added the skills to {card}")
     return table
 
 
 def main(argv=None) -> None:
-    """``python -m grpo_lib.model_cards add-skills DIR [--skills-file F]``."""
+    """``python -m grpo_lib.model_cards add-skills DIR [--skills-file F] [--csv C]``."""
     import argparse
     import sys
 
     parser = argparse.ArgumentParser(prog="python -m grpo_lib.model_cards")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("add-skills", help="score the held-out skills, add them to "
-                                          "the model card")
+    p = sub.add_parser("add-skills", help="score the held-out skills (and add them "
+                                          "to the model card, if there is one)")
     p.add_argument("model_dir")
     p.add_argument("--skills-file", default=None,
                    help="JSONL skill rows (default data/skills/test.jsonl)")
     p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--csv", default=None,
+                   help="where to write the table (default DIR/skills.csv)")
     args = parser.parse_args(argv)
     try:
-        add_skill_scores(args.model_dir, args.skills_file, args.max_new_tokens)
+        add_skill_scores(args.model_dir, args.skills_file, args.max_new_tokens,
+                         args.csv)
     except (ValueError, OSError) as err:
         print(f"python -m grpo_lib.model_cards add-skills: error: {err}",
               file=sys.stderr)

@@ -58,6 +58,10 @@ def test_add_skills_scores_the_card_and_rewrites_its_section(tmp_path, capsys):
     assert card.count(SKILLS_MARKER) == 1 and "strict_acc" in card
     assert "self_cognition" in card and "s.jsonl" in card
     assert (out / "skills.csv").read_text().startswith("skill,accuracy,n")
+    checkpoint = next(run.glob("checkpoint-*"))  # no card: only the CSV
+    cards_main(["add-skills", str(checkpoint), "--skills-file", str(skills),
+                "--max-new-tokens", "2", "--csv", str(tmp_path / "ck.csv")])
+    assert (tmp_path / "ck.csv").is_file() and not (checkpoint / "README.md").exists()
     with pytest.raises(SystemExit) as stop:
         cards_main(["add-skills", str(tmp_path / "nothing")])
-    assert stop.value.code == 2 and "export the model first" in capsys.readouterr().err
+    assert stop.value.code == 2 and "holds no model" in capsys.readouterr().err
