@@ -168,6 +168,26 @@ def _zero_std_transposed(rewards, group_size):
     return (grouped == grouped[:, :1]).all(1).float().mean().item()
 
 
+def _ch11_share_by_runs(reasoning):
+    english = len(re.findall(r"[A-Za-z]+", reasoning))
+    chinese = len(re.findall(r"[\u4e00-\u9fff]+", reasoning))  # runs, not characters
+    return 1.0 if english + chinese == 0 else english / (english + chinese)
+
+
+def _ch11_sum_then_normalize(rewards_per_func, weights, group_size):
+    total = torch.tensor(rewards_per_func) @ torch.tensor(weights)  # summed first
+    r = total.view(-1, group_size)
+    return ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).flatten()
+
+
+def _ch11_lower_on_average(treated, control, column="lang_mix_rate"):
+    def final(frame):
+        return frame.sort_values("step")[column].iloc[-1]
+
+    return bool(np.mean([final(f) for f in treated.values()])
+                < np.mean([final(f) for f in control.values()]))
+
+
 def _ch12_samples_rounded_down(p, target):
     return 1 if p >= 1 else int(math.log(1 - target) / math.log(1 - p))
 
@@ -256,6 +276,10 @@ def test_package_does_not_reexport_checkers():
     with pytest.raises(ImportError, match=r"exercises\.ch01 .*exercises\.ch09"):
         exec("from grpo_lib.exercises import check_informative_groups", {})
     with pytest.raises(ImportError,
+    "ch11.check_language_share": (_ch11_share_by_runs, "each CJK character"),
+    "ch11.check_normalize_then_sum": (_ch11_sum_then_normalize,
+                                      "normalise each reward column"),
+    "ch11.check_lower_in_every_seed": (_ch11_lower_on_average, "seed by seed"),
                        match=r"from grpo_lib\.exercises\.ch02 import check_k3"):
         exec("from grpo_lib.exercises import check_k3", {})
     assert not hasattr(exercises, "not_a_checker")
