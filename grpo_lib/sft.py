@@ -90,7 +90,7 @@ class SFTConfig(YAMLConfig):
     """Folder (or hub name) of the model to fine-tune; used by ``trainer_from_yaml``."""
     train_file: str | list[str] | None = None
     """JSONL training data: a ``messages`` column, or ``prompt`` and ``completion``; a
-    list of files is one data mixture, their rows concatenated (``read_train_files``)."""
+    list of files is one data mixture, rows concatenated (``read_train_files``)."""
     eval_file: str | None = None
     """JSONL held-out data in the same format, for ``eval_steps`` (None: none)."""
     max_length: int | None = 1024

@@ -8,7 +8,7 @@ from numbers import Integral
 from ..rejection import normalise_completion
 
 
-# ------------------------------------------------------------------ 12.1 samples needed
+# ------------------------------------------------------------------ 12.1 samples
 def reference_samples_needed(p: float, target: float) -> int:
     """The smallest ``k`` with :math:`1 - (1 - p)^k \\ge` ``target``: how many samples
     a prompt needs so that at least one of them is correct with probability
@@ -50,7 +50,7 @@ def check_samples_needed(fn) -> bool:
     return True
 
 
-# ------------------------------------------------------------------ 12.2 deduplicate
+# ------------------------------------------------------------------ 12.2 dedup
 def reference_dedup_mask(prompt_index, completions) -> list[bool]:
     """True for the first copy of each (prompt, normalised completion), False for a
     repeat; the normalisation is :func:`grpo_lib.rejection.normalise_completion`
@@ -107,7 +107,7 @@ def check_dedup_mask(fn) -> bool:
     return True
 
 
-# ------------------------------------------------------------------ 12.3 yields in order
+# ------------------------------------------------------------------ 12.3 yields
 def reference_sequential_yields(masks: dict) -> list[int]:
     """Candidates left after each filter applied in order: ``[n, n_1, n_2, ...]`` with
     :math:`n_j = \\#\\{i : m_1[i] \\wedge \\dots \\wedge m_j[i]\\}` (a candidate must
