@@ -13,15 +13,24 @@ every step, stays in English and ends with a short check:
 
 :func:`cold_start_rows` turns problems into conversations in TRL's conversational
 format (a ``messages`` column), ready for :class:`grpo_lib.sft.SFTTrainer`.
+
+The second source is the paper's other one: R1-Zero's own outputs, kept when they are
+correct, well formatted and in one language, then lightly normalised
+(:func:`normalize_trace`, :func:`r1_zero_rows`, :func:`write_r1_zero_cold_start`):
+
+    python -m grpo_lib.tasks.cold_start r1-zero --model data/models/tiny-qwen2-r1-zero
 """
 from __future__ import annotations
 
+import argparse
 import random
 from pathlib import Path
 
 from . import write_jsonl
 from .arithmetic import (DATA_DIR, Problem, question_text, read_rows, solve_steps,
                          tokenize_expression)
+from ..parsing import (ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN,
+                       is_well_formatted)
 
 COLD_START_DIR = DATA_DIR.parent / "cold_start"
 
@@ -123,3 +132,129 @@ def write_cold_start(out_dir: str | Path = COLD_START_DIR, n: int = 4000,
     path = write_jsonl(cold_start_rows(problems), Path(out_dir) / "annotator.jsonl")
     print(f"wrote {n} annotated conversations to {path}")
     return path
+
+
+# ======================================================================================
+# Source (b): R1-Zero's own outputs, filtered and normalised
+# ======================================================================================
+R1_ZERO_FILTERS = ("correct", "formatted", "single_language", "non_repetitive",
+                   "not_truncated", "deduplicate")
+"""The filters of :func:`grpo_lib.rejection.apply_filters` a kept R1-Zero trace passes,
+in this order; then one trace per question (:func:`first_per_prompt`)."""
+
+
+def normalize_trace(text: str) -> str:
+    """The R1-format trace with its whitespace tidied, nothing else changed:
+
+    ``<think> T </think> <answer> A </answer>`` where ``T`` and ``A`` are the think and
+    answer blocks with every run of whitespace (spaces, tabs, newlines) turned into one
+    space and the ends stripped; one space inside each tag, one between the blocks,
+    nothing before or after. No word, digit or symbol is added, removed or reordered:
+    ``" <think>3 * 4 = 12,\n 2 + 12 = 14</think>\n<answer>14</answer>"`` becomes
+    ``"<think> 3 * 4 = 12, 2 + 12 = 14 </think> <answer> 14 </answer>"``.
+
+    Raises ``ValueError`` for text that is not exactly one think block and one answer
+    block (:func:`grpo_lib.parsing.is_well_formatted`, strict): filter by format first.
+    """
+    if not isinstance(text, str) or not is_well_formatted(text, strict=True):
+        raise ValueError(f"normalize_trace needs a well-formatted trace "
+                         f"(<think> ... </think> <answer> ... </answer>), got "
+                         f"{text!r:.120}; filter by format first.")
+    body = text.strip()
+    think_end, answer_start = body.find(THINK_CLOSE), body.find(ANSWER_OPEN)
+    think = " ".join(body[len(THINK_OPEN):think_end].split())
+    answer = " ".join(body[answer_start + len(ANSWER_OPEN):-len(ANSWER_CLOSE)].split())
+    return f"{THINK_OPEN} {think} {THINK_CLOSE} {ANSWER_OPEN} {answer} {ANSWER_CLOSE}"
+
+
+def first_per_prompt(kept):
+    """The first kept sample of each prompt (lowest ``sample_index``): one trace per
+    question, drawn as the sampler drew it (no preference for short or long ones)."""
+    order = kept.sort_values(["prompt_index", "sample_index"], kind="stable")
+    chosen = order.groupby("prompt_index", sort=False).head(1).index
+    return kept.loc[kept.index.isin(chosen)]
+
+
+def r1_zero_rows(candidates, filters=R1_ZERO_FILTERS):
+    """Cold-start conversations from scored R1-Zero samples, and the yield table.
+
+    ``candidates``: the table of :func:`grpo_lib.rejection.sample_candidates` (one row
+    per sample). The samples pass ``filters`` in order
+    (:func:`grpo_lib.rejection.apply_filters`), then :func:`first_per_prompt` keeps one
+    per question, and each kept trace is tidied by :func:`normalize_trace`.
+
+    Returns ``(rows, yields)``: ``rows`` in the layout of :func:`cold_start_rows`
+    (``source="r1_zero"``, plus ``normalized``: whether the tidy changed the text);
+    ``yields`` is apply_filters' table with a last stage ``one_per_question``.
+    """
+    import pandas as pd
+
+    from ..rejection import apply_filters, to_sft_rows
+
+    kept, yields = apply_filters(candidates, filters)
+    sampled, previous = len(candidates), len(kept)
+    kept = first_per_prompt(kept)
+    yields.loc["one_per_question"] = {
+        "kept": len(kept), "dropped": previous - len(kept),
+        "kept / sampled": len(kept) / sampled,
+        "kept / previous": len(kept) / previous if previous else float("nan"),
+        "prompts": int(kept["prompt_index"].nunique())}
+    tidy = kept["completion"].map(normalize_trace)
+    rows = to_sft_rows(kept.assign(completion=tidy), source="r1_zero")
+    for row, before, after in zip(rows, kept["completion"], tidy):
+        row["normalized"] = before != after
+    yields[["kept", "dropped", "prompts"]] = yields[
+        ["kept", "dropped", "prompts"]].astype(int)
+    return rows, pd.DataFrame(yields)
+
+
+def write_r1_zero_cold_start(model_dir: str | Path, out: str | Path,
+                             questions: str | Path = COLD_START_DIR / "annotator.jsonl",
+                             k: int = 4, temperature: float = 1.0,
+                             max_new_tokens: int = 96, seed: int = 0,
+                             batch_size: int = 256) -> Path:
+    """Source (b): sample ``k`` answers of the R1-Zero model ``model_dir`` to each
+    question of ``questions`` (by default the annotator's 4,000 training questions,
+    so both sources teach the same problems), keep and tidy them (:func:`r1_zero_rows`)
+    and write ``out`` (JSONL) and ``out`` with ``_yield.csv`` (the yield table)."""
+    from ..models import load_model_and_tokenizer
+    from ..rejection import sample_candidates
+    from ..sft import read_jsonl
+
+    source = [{"question": r["question"], "answer": r["answer"]}
+              for r in read_jsonl(questions, "questions")]
+    model, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
+    candidates = sample_candidates(model, tokenizer, source, k, temperature=temperature,
+                                   max_new_tokens=max_new_tokens, batch_size=batch_size,
+                                   seed=seed, prompt_format="chat")
+    rows, yields = r1_zero_rows(candidates)
+    out = Path(out)
+    write_jsonl(rows, out)
+    yields.to_csv(out.with_name(out.stem + "_yield.csv"))
+    print(yields.to_string(float_format=lambda v: f"{v:.3f}"))
+    changed = sum(r["normalized"] for r in rows)
+    print(f"wrote {len(rows)} conversations to {out} ({changed} changed by "
+          f"normalize_trace); {len(source)} questions x k={k}")
+    return out
+
+
+def main(argv=None) -> None:
+    """``python -m grpo_lib.tasks.cold_start r1-zero --model DIR [...]``."""
+    parser = argparse.ArgumentParser(prog="python -m grpo_lib.tasks.cold_start")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("r1-zero", help="source (b): filtered R1-Zero traces")
+    p.add_argument("--model", required=True, help="the R1-Zero model folder")
+    p.add_argument("--out", default=str(COLD_START_DIR / "r1_zero.jsonl"))
+    p.add_argument("--questions", default=str(COLD_START_DIR / "annotator.jsonl"))
+    p.add_argument("--k", type=int, default=4, help="samples per question")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    write_r1_zero_cold_start(args.model, args.out, args.questions, k=args.k,
+                             temperature=args.temperature,
+                             max_new_tokens=args.max_new_tokens, seed=args.seed)
+
+
+if __name__ == "__main__":
+    main()
