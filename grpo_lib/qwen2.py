@@ -61,6 +61,10 @@ __all__ = [
     "load_qwen2",
     "decode_static",
     "generate_static",
+    "parameter_count",
+    "activation_bytes",
+    "saved_activation_bytes",
+    "training_memory",
 ]
 
 
@@ -643,3 +647,79 @@ def generate_static(model: Qwen2, tokenizer, prompts: Sequence,
         finished=torch.cat([p[2] for p in pieces]).clone(), texts=decoded,
         prompts=[t for t in texts for _ in range(num_generations)],
         num_generations=num_generations)
+
+
+# ------------------------------------------------------------- the memory of training
+
+
+def parameter_count(s: Qwen2Settings) -> int:
+    r"""Number of parameters, from the settings alone:
+
+    .. math:: N = V D\,(1 + [\text{untied}]) + L\big(2 D \cdot Hd + Hd
+              + 2(D + 1) H_{kv} d + 3 D F + 2 D\big) + D
+
+    (embedding and output layer; per layer the query and output projections, the
+    query bias, key and value projections with their biases, the three SwiGLU
+    matrices and two norms; the final norm).
+    """
+    D, F_, d, V = s.hidden_size, s.intermediate_size, s.head_dim, s.vocab_size
+    H, H_kv, L = s.num_attention_heads, s.num_key_value_heads, s.num_hidden_layers
+    per_layer = 2 * D * H * d + H * d + 2 * (D + 1) * H_kv * d + 3 * D * F_ + 2 * D
+    return V * D * (1 if s.tie_word_embeddings else 2) + L * per_layer + D
+
+
+def activation_bytes(s: Qwen2Settings, batch_size: int, seq_len: int,
+                     dtype: torch.dtype = torch.float32,
+                     attn_implementation: str = "eager") -> int:
+    """Bytes that autograd keeps for the backward pass of one training forward: the
+    model over ``[batch_size, seq_len]`` tokens, then each token's log-probability
+    (:func:`grpo_lib.logprobs.selective_log_softmax`, as the GRPO loss needs).
+
+    Counted, not estimated: the model is built on PyTorch's ``meta`` device (shapes
+    without memory or arithmetic), and every tensor saved for the backward pass is
+    counted once per storage (``torch.autograd.graph.saved_tensors_hooks``); the
+    weights themselves are left out. On real tensors the same count is what the
+    chapter measures.
+    """
+    from .logprobs import selective_log_softmax
+
+    with torch.device("meta"):
+        model = Qwen2(s, attn_implementation).to(dtype).train()
+        ids = torch.zeros(batch_size, seq_len, dtype=torch.long)
+    return saved_activation_bytes(
+        model, lambda: selective_log_softmax(model(ids)[:, :-1], ids[:, 1:]))
+
+
+def saved_activation_bytes(model: nn.Module, forward) -> int:
+    """Bytes of the tensors that ``forward()`` saves for backward, each storage once,
+    the parameters of ``model`` excluded. Works on real and on ``meta`` tensors."""
+    weights = {p.untyped_storage()._cdata for p in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t: Tensor) -> Tensor:
+        storage = t.untyped_storage()
+        if storage._cdata not in weights:
+            saved[storage._cdata] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        forward()
+    return sum(saved.values())
+
+
+def training_memory(s: Qwen2Settings, batch_size: int, seq_len: int,
+                    dtype: torch.dtype = torch.float32) -> dict[str, int]:
+    r"""Bytes needed to train with AdamW with every tensor in ``dtype``:
+
+    .. math:: \underbrace{N b}_{\text{weights}} + \underbrace{N b}_{\text{gradients}}
+              + \underbrace{2 N b}_{\text{Adam } m,\ v} + \text{activations}
+
+    with ``b`` bytes per number (4 in float32: 16 bytes per parameter before a single
+    activation). ``torch.optim.AdamW`` keeps its two moments in the parameters' dtype.
+    Activations from :func:`activation_bytes` for one micro-batch of
+    ``batch_size x seq_len`` tokens.
+    """
+    N, b = parameter_count(s), torch.finfo(dtype).bits // 8
+    parts = {"weights": N * b, "gradients": N * b, "adam_states": 2 * N * b,
+             "activations": activation_bytes(s, batch_size, seq_len, dtype)}
+    return {**parts, "total": sum(parts.values())}

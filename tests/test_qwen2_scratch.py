@@ -11,6 +11,7 @@ its 24 layers, to keep this file fast; the chapter runs all 24.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -147,7 +148,7 @@ def test_logits_match_transformers_on_a_qwen25_half_b_shape():
         for impl in ("sdpa", "eager"):
             hf.set_attn_implementation(impl)
             expected = hf(input_ids=ids, attention_mask=mask, position_ids=pos).logits
-            ours = Qwen2.from_transformers(hf, share_weights=True)  # hf's implementation
+            ours = Qwen2.from_transformers(hf, share_weights=True)  # hf's attention
             gap = max_gap(ours(ids, mask, pos), expected, mask)
             print(f"Qwen2.5-0.5B shape, 2 layers ({impl}): max |logit gap| {gap:.2e}")
             assert gap <= TOLERANCE, f"{impl}: logits differ by {gap:.2e}"
@@ -317,3 +318,27 @@ def test_bfloat16_loading_keeps_the_file_dtype():
     assert ours.model.embed_tokens.weight.dtype == torch.bfloat16
     logits = ours(torch.tensor([[5, 6, 7, 8]]))
     assert logits.dtype == torch.bfloat16 and torch.isfinite(logits.float()).all()
+
+
+# ------------------------------------------------------------------ memory arithmetic
+
+
+def test_parameter_count_and_activation_count():
+    from grpo_lib.logprobs import selective_log_softmax
+    from grpo_lib.qwen2 import (activation_bytes, parameter_count,
+                                saved_activation_bytes, training_memory)
+
+    tiny = load_qwen2(CHECKPOINTS["tiny"], attn_implementation="eager").train()
+    small = load_qwen2(CHECKPOINTS["small"])
+    for model in (tiny, small):
+        assert parameter_count(model.settings) == sum(p.numel()
+                                                      for p in model.parameters())
+    untied = dataclasses.replace(tiny.settings, tie_word_embeddings=False)
+    assert parameter_count(untied) == parameter_count(tiny.settings) + 512 * 128
+    ids = torch.randint(0, 512, (3, 20))
+    measured = saved_activation_bytes(  # real tensors
+        tiny, lambda: selective_log_softmax(tiny(ids)[:, :-1], ids[:, 1:]))
+    assert activation_bytes(tiny.settings, 3, 20) == measured  # meta tensors
+    memory = training_memory(tiny.settings, 3, 20)
+    assert memory["adam_states"] == 2 * memory["weights"] == 8 * 1050752
+    assert memory["total"] == sum(v for k, v in memory.items() if k != "total")
