@@ -94,8 +94,8 @@ class Qwen2Settings:
     eos_token_id: tuple[int, ...] = ()
 
     @property
-    def group_size(self) -> int:
-        """Query heads per key/value head, ``H / H_kv``."""
+    def queries_per_kv_head(self) -> int:
+        """Query heads that share one key/value head, ``H / H_kv``."""
         return self.num_attention_heads // self.num_key_value_heads
 
     @classmethod
@@ -147,9 +147,10 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     r"""RMSNorm (Zhang & Sennrich, 2019): scale each vector by its root mean square.
 
     .. math:: \mathrm{RMSNorm}(x) = w \odot \frac{x}{\sqrt{\frac{1}{D}\sum_i x_i^2
-              + \epsilon}}
+              + \epsilon_{\mathrm{norm}}}}
 
-    No mean is subtracted and there is no bias (unlike LayerNorm). As in Qwen2, the
+    No mean is subtracted and there is no bias (unlike LayerNorm); ``eps`` is
+    :math:`\epsilon_{\mathrm{norm}}`, ``rms_norm_eps`` in the config. As in Qwen2, the
     statistic is computed in float32 and the result cast back before the scale ``w``.
     ``x``: ``[..., D]``, ``weight``: ``[D]``. Returns ``[..., D]``.
     """
@@ -164,9 +165,10 @@ def rope_cos_sin(positions: Tensor, head_dim: int, theta: float,
     r"""Rotary embedding angles (Su et al., 2021, RoFormer) for integer positions.
 
     Pair ``i`` of a head's ``d`` dimensions turns at frequency
-    :math:`\omega_i = \theta^{-2i/d}`, so token position :math:`m` gets the angle
-    :math:`m\,\omega_i`. Qwen2 pairs dimension ``i`` with ``i + d/2``, hence the two
-    copies. ``positions``: ``[B, T]`` (``cumsum(mask) - 1`` under left padding).
+    :math:`\omega_i = \theta_{\mathrm{rope}}^{-2i/d}` (``theta``), so a token at
+    position :math:`n` gets the angle :math:`n\,\omega_i`. Qwen2 pairs dimension
+    ``i`` with ``i + d/2``, hence the two copies. ``positions``: ``[B, T]``
+    (``cumsum(mask) - 1`` under left padding).
     Returns ``cos, sin``, each ``[B, T, d]``, computed in float32, cast to ``dtype``.
     """
     exponents = torch.arange(0, head_dim, 2, dtype=torch.float32,
@@ -184,13 +186,14 @@ def rotate_half(x: Tensor) -> Tensor:
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    r"""Rotate each pair :math:`(x_i, x_{i+d/2})` by its angle :math:`m\,\omega_i`:
+    r"""Rotate each pair :math:`(x_i, x_{i+d/2})` by its angle :math:`n\,\omega_i`:
 
-    .. math:: \mathrm{RoPE}(x)_m = x \odot \cos(m\omega) + \mathrm{rotate\_half}(x)
-              \odot \sin(m\omega)
+    .. math:: \mathrm{RoPE}(x)_n = x \odot \cos(n\omega) + \mathrm{rotate\_half}(x)
+              \odot \sin(n\omega)
 
-    Applied to queries and keys, it makes :math:`q_m^\top k_n` depend on positions only
-    through :math:`m - n`. ``x``: ``[B, heads, T, d]``; ``cos, sin``: ``[B, T, d]``.
+    Applied to queries and keys, it makes :math:`q_n^\top k_{n'}` depend on positions
+    only through :math:`n - n'`. ``x``: ``[B, heads, T, d]``;
+    ``cos, sin``: ``[B, T, d]``.
     """
     cos, sin = cos[:, None], sin[:, None]  # [B, 1, T, d] shared by all heads
     return x * cos + rotate_half(x) * sin
@@ -218,7 +221,7 @@ def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor) ->
     .. math:: \mathrm{Attn}(Q, K, V) = \mathrm{softmax}\!\Big(\frac{QK^\top}{\sqrt{d}}
               + M\Big) V, \qquad M_{tj} = 0 \text{ if allowed else } -\infty
 
-    Query heads ``g*G .. g*G + G - 1`` share key/value head ``g`` (``G = H / H_kv``), so
+    Each group of ``H / H_kv`` consecutive query heads shares one key/value head, so
     the cache holds ``H_kv`` heads instead of ``H``. A forbidden score gets the most
     negative float (not ``-inf``): a padding query that may see nothing averages
     uniformly instead of producing NaN. The softmax runs in float32.
@@ -228,12 +231,12 @@ def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor) ->
     """
     B, H, T, d = q.shape
     kv_heads, S = k.shape[1], k.shape[2]
-    q = q.reshape(B, kv_heads, (H // kv_heads) * T, d)  # [B, H_kv, G*T, d]
-    scores = (q @ k.transpose(-1, -2)) * d ** -0.5  # [B, H_kv, G*T, S]
+    q = q.reshape(B, kv_heads, (H // kv_heads) * T, d)  # [B, H_kv, H/H_kv * T, d]
+    scores = (q @ k.transpose(-1, -2)) * d ** -0.5  # [B, H_kv, H/H_kv * T, S]
     scores = scores.view(B, H, T, S)  # [B, H, T, S]
     scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
-    out = weights.view(B, kv_heads, -1, S) @ v  # [B, H_kv, G*T, d]
+    out = weights.view(B, kv_heads, -1, S) @ v  # [B, H_kv, H/H_kv * T, d]
     return out.view(B, H, T, d)
 
 
@@ -243,17 +246,18 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor) -> Tensor:
 
     Same formula, different summation order: the two agree to float32 round-off. A
     padding query that may see nothing gets zeros. In a decode step (``T = 1``) the
-    ``G`` query heads of a group become ``G`` query rows of their key/value head, so
-    the keys are never copied; with ``T > 1`` each key/value head is repeated ``G``
-    times. Shapes as in :func:`grouped_query_attention`.
+    ``H / H_kv`` query heads that share a key/value head become that many query rows
+    against it, so the keys are never copied; with ``T > 1`` each key/value head is
+    repeated ``H / H_kv`` times. Shapes as in :func:`grouped_query_attention`.
     """
     B, H, T, d = q.shape
-    G = H // k.shape[1]
+    kv_heads = k.shape[1]
     if T == 1:
-        q = q.reshape(B, H // G, G, d)  # [B, H_kv, G, d]
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # [B,H_kv,G,d]
+        q = q.reshape(B, kv_heads, H // kv_heads, d)  # [B, H_kv, H/H_kv, d]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         return out.reshape(B, H, 1, d)
-    k, v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)  # [B, H, S, d]
+    k = k.repeat_interleave(H // kv_heads, dim=1)  # [B, H, S, d]
+    v = v.repeat_interleave(H // kv_heads, dim=1)  # [B, H, S, d]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # [B, H, T, d]
 
 
