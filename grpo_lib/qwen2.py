@@ -561,7 +561,6 @@ def load_qwen2(path: str | Path, dtype: torch.dtype = torch.float32,
 # -------------------------------------------------------------------------- decoding
 
 
-@torch.inference_mode()
 def decode_static(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
                   temperature: float = 1.0, top_p: float = 1.0, do_sample: bool = True,
                   generator: torch.Generator | None = None, stop_ids: Sequence[int],
@@ -574,7 +573,8 @@ def decode_static(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: in
     :func:`grpo_lib.sampling.next_token` (greedy, or temperature and top-p). A row that
     emitted a stop token emits ``pad_id`` from then on, with mask 0. Returns
     ``(completion_ids [b, C], completion_mask [b, C], finished [b])``,
-    ``C <= max_new_tokens``, like :func:`grpo_lib.sampling.decode_batch`.
+    ``C <= max_new_tokens``, like :func:`grpo_lib.sampling.decode_batch`. Call it
+    under ``torch.inference_mode()``, as :func:`generate_static` does.
     """
     (b, P), device = ids.shape, ids.device
     dtype = model.model.embed_tokens.weight.dtype
@@ -633,11 +633,12 @@ def generate_static(model: Qwen2, tokenizer, prompts: Sequence,
     if seed is not None:
         generator = torch.Generator(device=device)
         generator.manual_seed(seed)
-    pieces = [decode_static(model, ids[i:i + chunk], mask[i:i + chunk],
-                            max_new_tokens=max_new_tokens, temperature=temperature,
-                            top_p=top_p, do_sample=do_sample, generator=generator,
-                            stop_ids=stop_ids, pad_id=pad_id, ignore_eos=ignore_eos)
-              for i in range(0, ids.shape[0], chunk)]
+    with torch.inference_mode():
+        pieces = [decode_static(model, ids[i:i + chunk], mask[i:i + chunk],
+                                max_new_tokens=max_new_tokens, temperature=temperature,
+                                top_p=top_p, do_sample=do_sample, generator=generator,
+                                stop_ids=stop_ids, pad_id=pad_id, ignore_eos=ignore_eos)
+                  for i in range(0, ids.shape[0], chunk)]
     width = max(p[0].shape[1] for p in pieces)
     completion_ids = torch.cat([_pad_to(p[0], width, pad_id, left=False)
                                 for p in pieces]).clone()  # [B, C]
