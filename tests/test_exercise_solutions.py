@@ -205,6 +205,23 @@ def _ch12_each_filter_alone(masks):
     return [len(next(iter(masks.values())))] + [sum(m) for m in masks.values()]
 
 
+def _ch16_layer_norm(x, weight, eps):
+    centred = x.float() - x.float().mean(-1, keepdim=True)  # subtracts the mean: wrong
+    return weight * (centred / torch.sqrt(centred.pow(2).mean(-1, True) + eps)).to(
+        x.dtype)
+
+
+def _ch16_interleaved_rope(x, positions, theta):
+    from grpo_lib.exercises.ch16 import _interleaved_rope
+
+    return _interleaved_rope(x, positions, theta)  # pairs (x_0, x_1): wrong for Qwen2
+
+
+def _ch16_cache_all_query_heads(settings, batch_size, max_len, bytes_per_number):
+    s = settings  # H query heads where the cache holds H_kv: wrong
+    return (2 * s.num_hidden_layers * batch_size * s.num_attention_heads * max_len
+            * s.head_dim * bytes_per_number)
+
 # "chNN.check_name": (the wrong attempt passed to the checker, regex of its message)
 WRONG_ATTEMPTS = {
     "ch01.check_group_advantages": (_population_std_advantages, "which std"),
@@ -248,6 +265,9 @@ WRONG_ATTEMPTS = {
     "ch12.check_dedup_mask": (_ch12_dedup_across_prompts, "within one prompt"),
     "ch12.check_sequential_yields": (_ch12_each_filter_alone,
                                      "each filter sees only"),
+    "ch16.check_rms_norm": (_ch16_layer_norm, "That is LayerNorm"),
+    "ch16.check_rope": (_ch16_interleaved_rope, "pairs dimension i with i \\+ d/2"),
+    "ch16.check_kv_cache_bytes": (_ch16_cache_all_query_heads, "key/value heads"),
 }
 
 
