@@ -127,6 +127,14 @@ SKILLS_MARKER = "<!-- skills -->"
 """The line that starts the skills section of a card (rewritten on each call)."""
 
 
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working directory when it is inside it."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
 def add_skill_scores(model_dir: str | Path, skills_file: str | Path | None = None,
                      max_new_tokens: int = 32, csv: str | Path | None = None):
     """Score a model on the held-out skills (greedy,
@@ -157,10 +165,10 @@ def add_skill_scores(model_dir: str | Path, skills_file: str | Path | None = Non
     if card.is_file():
         text = card.read_text(encoding="utf-8").split(SKILLS_MARKER)[0].rstrip("\n")
         section = [SKILLS_MARKER, "", f"Non-reasoning skills (`grpo_lib.tasks.skills."
-                   f"evaluate_skills`, `{skills_file.as_posix()}`, the held-out "
+                   f"evaluate_skills`, `{_shown_path(skills_file)}`, the held-out "
                    f"question templates, greedy, at most {max_new_tokens} new tokens, "
                    f"rule-scored by `score_skill`, on the CPU):", "",
-                   table.to_markdown(floatfmt=".3f"), ""]
+                   table.to_markdown(floatfmt=("", ".3f", ".0f")), ""]
         card.write_text(text + "\n\n" + "\n".join(section), encoding="utf-8")
         print(f"added the skills to {card}")
     return table

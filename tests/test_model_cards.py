@@ -57,6 +57,7 @@ def test_add_skills_scores_the_card_and_rewrites_its_section(tmp_path, capsys):
     card = (out / "README.md").read_text(encoding="utf-8")
     assert card.count(SKILLS_MARKER) == 1 and "strict_acc" in card
     assert "self_cognition" in card and "s.jsonl" in card
+    assert "|   2 |" in card  # n, a whole number
     assert (out / "skills.csv").read_text().startswith("skill,accuracy,n")
     checkpoint = next(run.glob("checkpoint-*"))  # no card: only the CSV
     cards_main(["add-skills", str(checkpoint), "--skills-file", str(skills),
