@@ -136,7 +136,7 @@ def _shown_path(path: Path) -> str:
 
 
 def add_skill_scores(model_dir: str | Path, skills_file: str | Path | None = None,
-                     max_new_tokens: int = 32, csv: str | Path | None = None):
+                     max_new_tokens: int = 64, csv: str | Path | None = None):
     """Score a model on the held-out skills (greedy,
     :func:`grpo_lib.tasks.skills.evaluate_skills`) and write the table to ``csv``
     (default ``<model_dir>/skills.csv``); when ``model_dir`` has a model card
@@ -186,7 +186,7 @@ def main(argv=None) -> None:
     p.add_argument("model_dir")
     p.add_argument("--skills-file", default=None,
                    help="JSONL skill rows (default data/skills/test.jsonl)")
-    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--csv", default=None,
                    help="where to write the table (default DIR/skills.csv)")
     args = parser.parse_args(argv)

@@ -17,13 +17,18 @@ survive and go into the second round of supervised fine-tuning. Here the steps a
 4. :func:`to_sft_rows` writes the kept samples as conversations in TRL's format
    (save them with :func:`grpo_lib.tasks.write_jsonl`).
 
-Arithmetic traces have no paragraphs or code blocks; a trace that loops
-(``repetitive``) or runs out of tokens (``truncated``) is this task's unreadable
-answer, so those two filters stand in for R1's.
+Arithmetic traces have no paragraphs or code blocks. This task's unreadable answers
+are traces with misspelt or invented words (``known_words``: every word is one of the
+readable pattern the cold start taught, :func:`readable_words`), with a step that does
+not hold (``steps_check_out``: every ``a op b = c`` written in the trace is true), that
+loop (``repetitive``) or that run out of tokens (``truncated``); those filters stand in
+for R1's.
 """
 from __future__ import annotations
 
 import argparse
+import functools
+import re
 import time
 from typing import Callable, Sequence
 
@@ -31,6 +36,8 @@ import numpy as np
 import pandas as pd
 
 from .evaluation import build_prompts, score_groups
+from .parsing import think_text
+from .safe_math import safe_eval
 from .sampling import generate
 
 __all__ = [
@@ -40,6 +47,9 @@ __all__ = [
     "score_candidates",
     "sample_candidates",
     "normalise_completion",
+    "readable_words",
+    "uses_known_words",
+    "steps_check_out",
     "apply_filters",
     "cap_per_prompt",
     "random_control",
@@ -68,6 +78,50 @@ def normalise_completion(text: str) -> str:
     return " ".join(str(text).split()).casefold()
 
 
+@functools.lru_cache(maxsize=1)
+def readable_words() -> frozenset[str]:
+    """Every word of the readable pattern the cold start taught
+    (:func:`grpo_lib.tasks.cold_start.annotate`), read off its traces for one problem
+    of each order rule, plus the tags' names: ``{"First", "Then", "Check", ...}``."""
+    from .tasks.cold_start import annotate
+
+    examples = ("2 + 3", "2 + 3 - 4", "2 + 3 * 4", "(2 + 3) * 4", "(2 + 3) - 4")
+    return frozenset(w for q in examples for w in _WORD.findall(annotate(q)))
+
+
+_WORD = re.compile(r"[^\W\d_]+")  # a run of letters, in any script
+_EQUATION = re.compile(r"(-?[(\d][\d\s+\-*/()]*?[\d)])\s*=\s*(-?\d+)(?!\d)")
+
+
+def uses_known_words(text: str) -> bool:
+    """True when every word of ``text`` is in :func:`readable_words` (a misspelt,
+    invented or foreign word fails): ``"First 3 * 4 = 12"`` passes, ``"Cheheck: 4"``
+    does not. Never raises."""
+    known = readable_words()
+    return all(w in known for w in _WORD.findall(str(text)))
+
+
+def _holds(left: str, right: str) -> bool:
+    """``left`` is an expression whose value is the integer ``right``."""
+    try:
+        return safe_eval(left) == int(right)
+    except (ValueError, ArithmeticError):
+        return False
+
+
+def steps_check_out(text: str) -> bool:
+    """True when the think block states at least one equation and every ``=`` in it
+    closes an equation ``expression = integer`` that holds, e.g. ``3 * 4 = 12`` and
+    ``14 - 12 = 2``. ``"Then 36 - 24 = 22"`` (false) and ``"Check: 6 1 = 6"`` (no
+    operation) fail. Never raises."""
+    think = think_text(text)
+    if not think or "=" not in think:
+        return False
+    equations = _EQUATION.findall(think)
+    return len(equations) == think.count("=") and all(
+        _holds(left, right) for left, right in equations)
+
+
 def _keep_unique(candidates: pd.DataFrame) -> pd.Series:
     """True for the first of each (prompt, normalised completion); False for repeats."""
     key = candidates["completion"].map(normalise_completion)
@@ -81,6 +135,10 @@ FILTERS: dict[str, Callable[[pd.DataFrame], pd.Series]] = {
     "formatted": lambda c: _is_true(c["formatted"]),
     # no Chinese/Japanese/Korean characters mixed into the English trace
     "single_language": lambda c: ~_is_true(c["lang_mixed"]),
+    # every word is a word of the readable pattern (no misspelt or invented word)
+    "known_words": lambda c: c["completion"].map(uses_known_words).astype(bool),
+    # every equation a op b = c written in the think block is true
+    "steps_check_out": lambda c: c["completion"].map(steps_check_out).astype(bool),
     # at most REPETITION_THRESHOLD of the word trigrams repeat
     "non_repetitive": lambda c: ~_is_true(c["repetitive"]),
     # ended with a stop token; unknown (scored without `finished`) counts as ended
@@ -90,8 +148,8 @@ FILTERS: dict[str, Callable[[pd.DataFrame], pd.Series]] = {
 }
 """Each filter maps the candidates still in play to a bool Series: True = keep."""
 
-DEFAULT_FILTERS = ("correct", "formatted", "single_language", "non_repetitive",
-                   "not_truncated", "deduplicate")
+DEFAULT_FILTERS = ("correct", "formatted", "single_language", "known_words",
+                   "steps_check_out", "non_repetitive", "not_truncated", "deduplicate")
 """The filters :func:`apply_filters` runs, in this order."""
 
 YIELD_COLUMNS = ["kept", "dropped", "kept / sampled", "kept / previous", "prompts"]

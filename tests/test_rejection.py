@@ -18,9 +18,12 @@ from grpo_lib.rejection import (
     cap_per_prompt,
     normalise_completion,
     random_control,
+    readable_words,
     sample_candidates,
     score_candidates,
+    steps_check_out,
     to_sft_rows,
+    uses_known_words,
 )
 from grpo_lib.sft import read_jsonl
 from grpo_lib.tasks import write_jsonl
@@ -29,6 +32,7 @@ ROWS = [
     {"question": "2 + 3 * 4", "answer": "14"},
     {"question": "5 - 1", "answer": "4"},
     {"question": "7 * 2", "answer": "14"},
+    {"question": "9 - 3", "answer": "6"},
 ]
 K = 4
 # (completion, length in tokens, finished); what drops it, if anything
@@ -38,8 +42,8 @@ CANDIDATES = [
     ("<think> 2 + 3 = 5, 5 * 4 = 20 </think> <answer> 20 </answer>", 20, True),  # wrong
     ("<think> 3 * 4 = 12, 然后 2 + 12 = 14 </think> <answer> 14 </answer>", 22,
      True),  # Chinese
-    ("<think> 2 + 3 = 5? Wait, * first. 3 * 4 = 12, 2 + 12 = 14 </think> "
-     "<answer> 14 </answer>", 30, True),  # kept, but longer: the cap drops it
+    ("<think> * comes before + and -. First 3 * 4 = 12, now 2 + 12. Then 2 + 12 = 14. "
+     "</think> <answer> 14 </answer>", 30, True),  # kept, but longer: the cap drops it
     # prompt 1: 5 - 1 = 4
     ("<think> 5 - 1 = 4 </think> <answer> 4 </answer>", 12, True),
     ("<think> 5 - 1 =  4 </think>\n<answer> 4 </answer>", 13, True),  # duplicate
@@ -51,10 +55,19 @@ CANDIDATES = [
     ("7 * 2 = 14", 8, True),  # no answer tag: not strictly correct
     ("<think> 7 * 2 = 9 </think> <answer> 9 </answer>", 14, True),  # wrong
     ("", 1, True),  # empty
+    # prompt 3: 9 - 3 = 6
+    ("<think> One step. So 9 - 3 = 6. Cheheck: 6 + 3 = 9. </think> <answer> 6 </answer>",
+     24, True),  # a misspelt word
+    ("<think> One step. So 9 - 3 = 6. Check: 6 + 3 = 8. </think> <answer> 6 </answer>",
+     24, True),  # a step that does not hold
+    ("<think> One step. So 9 - 3 = 6. Check: 6 3 = 9. </think> <answer> 6 </answer>",
+     23, True),  # an "=" with no operation before it
+    ("<think> One step. So 9 - 3 = 6. Check: 6 + 3 = 9. </think> <answer> 6 </answer>",
+     24, True),  # kept
 ]
-EXPECTED_KEPT = {"correct": 8, "formatted": 7, "single_language": 6,
-                 "non_repetitive": 5, "not_truncated": 4, "deduplicate": 3,
-                 "capped": 2}
+EXPECTED_KEPT = {"correct": 12, "formatted": 11, "single_language": 10,
+                 "known_words": 9, "steps_check_out": 7, "non_repetitive": 6,
+                 "not_truncated": 5, "deduplicate": 4, "capped": 3}
 
 
 @pytest.fixture()
@@ -65,8 +78,8 @@ def candidates() -> pd.DataFrame:
 
 def test_score_candidates_layout(candidates):
     assert len(candidates) == len(ROWS) * K
-    assert candidates["prompt_index"].tolist() == [0] * 4 + [1] * 4 + [2] * 4
-    assert candidates["sample_index"].tolist() == [0, 1, 2, 3] * 3
+    assert candidates["prompt_index"].tolist() == [0] * 4 + [1] * 4 + [2] * 4 + [3] * 4
+    assert candidates["sample_index"].tolist() == [0, 1, 2, 3] * 4
     assert candidates["question"].tolist()[4] == "5 - 1"
     for column in ("answer", "completion", "correct", "formatted", "lang_mixed",
                    "repetitive", "length", "truncated"):
@@ -77,30 +90,30 @@ def test_each_filter_removes_what_it_names(candidates):
     kept, yields = apply_filters(candidates, max_per_prompt=1)
     assert list(yields.columns) == YIELD_COLUMNS
     assert list(yields.index) == ["sampled", *DEFAULT_FILTERS, "capped"]
-    assert yields.loc["sampled"].tolist() == [12, 0, 1.0, 1.0, 3]
-    previous = 12
+    assert yields.loc["sampled"].tolist() == [16, 0, 1.0, 1.0, 4]
+    previous = 16
     for stage, n in EXPECTED_KEPT.items():
         row = yields.loc[stage]
         assert row["kept"] == n and row["dropped"] == previous - n, stage
-        assert row["kept / sampled"] == pytest.approx(n / 12)
+        assert row["kept / sampled"] == pytest.approx(n / 16)
         assert row["kept / previous"] == pytest.approx(n / previous)
         previous = n
-    assert yields.loc["not_truncated", "prompts"] == 2  # prompt 2 has nothing left
-    # the shortest of prompt 0's two survivors and prompt 1's first copy
-    assert kept.index.tolist() == [0, 4]
-    assert kept["sample_index"].tolist() == [0, 0]
+    assert yields.loc["not_truncated", "prompts"] == 3  # prompt 2 has nothing left
+    # the shortest of prompt 0's two survivors, prompt 1's first copy, prompt 3's last
+    assert kept.index.tolist() == [0, 4, 15]
+    assert kept["sample_index"].tolist() == [0, 0, 3]
 
 
 def test_without_cap_the_survivors_keep_their_order(candidates):
     kept, yields = apply_filters(candidates)
-    assert kept.index.tolist() == [0, 3, 4]
+    assert kept.index.tolist() == [0, 3, 4, 15]
     assert "capped" not in yields.index
 
 
 def test_a_subset_of_filters(candidates):
     kept, yields = apply_filters(candidates, filters=("correct", "deduplicate"))
     assert list(yields.index) == ["sampled", "correct", "deduplicate"]
-    assert yields["kept"].tolist() == [12, 8, 7]
+    assert yields["kept"].tolist() == [16, 12, 11]
 
 
 def test_deduplicate_is_per_prompt():
@@ -114,7 +127,7 @@ def test_deduplicate_is_per_prompt():
 def test_cap_keeps_the_shortest_and_breaks_ties_by_sample(candidates):
     capped = cap_per_prompt(candidates, 2)
     # prompt 0: lengths 20, 20, 22, 30 -> samples 0, 1 (tie at 20: the earlier first)
-    assert capped.index.tolist() == [0, 1, 4, 6, 9, 11]
+    assert capped.index.tolist() == [0, 1, 4, 6, 9, 11, 12, 14]
     no_lengths = score_candidates(ROWS[:1], 2, ["a long one", "short"])
     assert cap_per_prompt(no_lengths, 1)["completion"].tolist() == ["short"]
     with pytest.raises(ValueError, match="max_per_prompt"):
@@ -142,16 +155,16 @@ def test_random_control_size_determinism_and_no_filter(candidates):
     assert a.index.is_monotonic_increasing and a.index.is_unique
     draws = {tuple(random_control(candidates, 5, seed=s).index) for s in range(20)}
     assert len(draws) > 1
-    assert len(random_control(candidates, 12, seed=0)) == 12  # all of them
+    assert len(random_control(candidates, 16, seed=0)) == 16  # all of them
     assert len(random_control(candidates, 0, seed=0)) == 0
     with pytest.raises(ValueError, match="between 0 and the number of candidates"):
-        random_control(candidates, 13)
+        random_control(candidates, 17)
 
 
 def test_to_sft_rows_is_trl_conversational(candidates, tmp_path):
     kept, _ = apply_filters(candidates)
     rows = to_sft_rows(kept)
-    assert len(rows) == 3
+    assert len(rows) == 4
     assert rows[0] == {
         "messages": [
             {"role": "user", "content": "What is 2 + 3 * 4?"},
@@ -172,7 +185,7 @@ def test_bad_arguments(candidates):
         score_candidates([], 1, [])
     with pytest.raises(ValueError, match="lack the column"):
         score_candidates([{"q": "1 + 1"}], 1, ["x"])
-    with pytest.raises(ValueError, match="got 2 completions for 3 prompts x k=1"):
+    with pytest.raises(ValueError, match="got 2 completions for 4 prompts x k=1"):
         score_candidates(ROWS, 1, ["a", "b"])
     with pytest.raises(ValueError, match="unknown filter.*'kind'"):
         apply_filters(candidates, filters=("correct", "kind"))
@@ -242,3 +255,36 @@ def test_cli_writes_kept_control_candidates_and_yields(tiny, tmp_path, capsys):
     kept = yields.loc["deduplicate", "kept"]
     assert len(read_jsonl(files["control.jsonl"])) == kept  # same size as the kept set
     assert len(read_jsonl(files["kept.jsonl"])) == kept
+
+
+@pytest.mark.parametrize("text, known, holds", [
+    ("<think> * comes before + and -. First 3 * 4 = 12, now 2 + 12. Then 2 + 12 = 14. "
+     "Check: 14 - 12 = 2. </think> <answer> 14 </answer>", True, True),
+    ("<think> 3 * 4 = 12, 2 + 12 = 14 </think> <answer> 14 </answer>", True, True),
+    ("<think> One step. So 2 - 3 = -1. Check: -1 + 3 = 2. </think> <answer> -1 </answer>",
+     True, True),
+    ("<think> ( ) come first. First 8 / 2 = 4, now (4 + 1). </think>", True, True),
+    ("<think> Then 36 - 24 = 22 </think> <answer> 22 </answer>", True, False),
+    ("<think> One step. como 6 * 1 = 6. Check: 6 1 6 = 6. </think>", False, False),
+    ("<think> 1 + 1 = 2 = 2 </think>", True, False),  # a second "=" with no operation
+    ("<think> 6 / 0 = 0 </think>", True, False),  # division by zero: does not hold
+    ("<think> 3 * 4 = 12, 然后 2 + 12 = 14 </think>", False, True),  # a Chinese word
+    ("<think> no equation at all </think>", False, False),
+    ("<think> 3 * 4 = 12", True, False),  # no closed think block
+    ("", True, False),
+    (None, False, False),
+])
+def test_readability_rules(text, known, holds):
+    assert uses_known_words(text) is known
+    assert steps_check_out(text) is holds
+
+
+def test_readable_words_are_the_annotators():
+    from grpo_lib.tasks.cold_start import annotate
+    from grpo_lib.tasks.arithmetic import make_problems
+
+    words = readable_words()
+    assert {"First", "Then", "Check", "now", "think", "answer"} <= words
+    for problem in make_problems(300, seed=11):  # every annotated trace is readable
+        trace = annotate(problem.question)
+        assert uses_known_words(trace) and steps_check_out(trace), trace

@@ -146,3 +146,14 @@ def test_make_data_cli_writes_each_stage_and_refuses_bad_sizes(tmp_path, capsys)
               "--n-train", "0"])
     assert stop.value.code == 2
     assert "n must be in 1..20000" in capsys.readouterr().err
+
+
+def test_the_default_answer_length_fits_the_longest_skill_answer():
+    import inspect
+
+    from grpo_lib.models import build_tokenizer
+    from grpo_lib.tasks.skills import evaluate_skills
+
+    tokens = len(build_tokenizer()(IDENTITY)["input_ids"]) + 1  # + the stop token
+    default = inspect.signature(evaluate_skills).parameters["max_new_tokens"].default
+    assert tokens <= default

@@ -157,9 +157,12 @@ def skill_prompts(rows) -> list[list[dict]]:
     return [[{"role": "user", "content": r["question"]}] for r in rows]
 
 
-def evaluate_skills(model, tokenizer, rows, max_new_tokens: int = 32,
+def evaluate_skills(model, tokenizer, rows, max_new_tokens: int = 64,
                     batch_size: int = 64):
     """Greedy answers to every row and their rule scores.
+
+    ``max_new_tokens`` must leave room for the longest answer: :data:`IDENTITY` alone
+    is 41 tokens of the book's tokenizer (it spells most words letter by letter).
 
     Returns ``(table, samples)``: ``table`` has one row per skill (``accuracy``, ``n``);
     ``samples`` one row per question (``skill, question, answer, completion,
