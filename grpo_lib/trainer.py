@@ -151,7 +151,7 @@ class GRPOConfig(YAMLConfig):
     scale_rewards: str = "group"
     """Advantage scale: ``"group"`` std, ``"batch"`` std, or ``"none"`` (Dr. GRPO)."""
     multi_objective_aggregation: str = "sum_then_normalize"
-    """Several rewards: sum then normalise (GRPO), or ``"normalize_then_sum"`` (GDPO)."""
+    """Several rewards: sum then normalise (GRPO) or ``normalize_then_sum`` (GDPO)."""
     loss_type: str = "grpo"
     """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo`` or ``reinforce`` (see losses.py)."""
     beta: float = 0.0
