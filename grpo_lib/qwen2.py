@@ -38,8 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .sampling import (Rollout, _check_arguments, _pad_to, next_token,
-                       resolve_stop_token_ids, tokenize_prompts)
+from .sampling import Rollout, generate, next_token
 
 __all__ = [
     "Qwen2Settings",
@@ -564,7 +563,7 @@ def load_qwen2(path: str | Path, dtype: torch.dtype = torch.float32,
 def decode_static(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
                   temperature: float = 1.0, top_p: float = 1.0, do_sample: bool = True,
                   generator: torch.Generator | None = None, stop_ids: Sequence[int],
-                  pad_id: int, ignore_eos: bool = False):
+                  pad_id: int, ignore_eos: bool = False, use_cache: bool = True):
     """The decode loop over a static cache for left-padded prompts ``ids, mask [b, P]``.
 
     One cache of ``P + max_new_tokens`` columns and one attention mask of that width
@@ -575,7 +574,11 @@ def decode_static(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: in
     ``(completion_ids [b, C], completion_mask [b, C], finished [b])``,
     ``C <= max_new_tokens``, like :func:`grpo_lib.sampling.decode_batch`. Call it
     under ``torch.inference_mode()``, as :func:`generate_static` does.
+    (``use_cache`` exists only so that it is called like ``decode_batch``.)
     """
+    if not use_cache:
+        raise ValueError("decode_static always decodes over its static cache; for "
+                         "use_cache=False use grpo_lib.sampling.decode_batch.")
     (b, P), device = ids.shape, ids.device
     dtype = model.model.embed_tokens.weight.dtype
     cache = StaticKVCache(model.settings, b, P + max_new_tokens, dtype, device)
@@ -616,42 +619,12 @@ def generate_static(model: Qwen2, tokenizer, prompts: Sequence,
                     ignore_eos: bool = False) -> Rollout:
     """:func:`grpo_lib.sampling.generate` with the from-scratch model and its static
     cache: the same arguments, the same :class:`~grpo_lib.sampling.Rollout` (prompts
-    rendered and left-padded the same way, rows group-major, stop at a stop token)."""
-    _check_arguments(prompts, num_generations, max_new_tokens, temperature, top_p,
-                     batch_size)
-    device = next(model.parameters()).device
-    stop_ids = (list(stop_token_ids) if stop_token_ids is not None
-                else resolve_stop_token_ids(tokenizer, model))
-    pad_id = tokenizer.pad_token_id
-    if pad_id is None:
-        pad_id = stop_ids[0]
-    texts, ids, mask = tokenize_prompts(tokenizer, prompts, pad_id, device)  # [N, P]
-    ids = ids.repeat_interleave(num_generations, dim=0)  # [B, P] group-major
-    mask = mask.repeat_interleave(num_generations, dim=0)  # [B, P]
-    chunk = ids.shape[0] if batch_size is None else batch_size
-    generator = None
-    if seed is not None:
-        generator = torch.Generator(device=device)
-        generator.manual_seed(seed)
-    with torch.inference_mode():
-        pieces = [decode_static(model, ids[i:i + chunk], mask[i:i + chunk],
-                                max_new_tokens=max_new_tokens, temperature=temperature,
-                                top_p=top_p, do_sample=do_sample, generator=generator,
-                                stop_ids=stop_ids, pad_id=pad_id, ignore_eos=ignore_eos)
-                  for i in range(0, ids.shape[0], chunk)]
-    width = max(p[0].shape[1] for p in pieces)
-    completion_ids = torch.cat([_pad_to(p[0], width, pad_id, left=False)
-                                for p in pieces]).clone()  # [B, C]
-    completion_mask = torch.cat([_pad_to(p[1], width, 0, left=False)
-                                 for p in pieces]).clone()  # [B, C]
-    decoded = [tokenizer.decode(row[:int(n)].tolist(), skip_special_tokens=True)
-               for row, n in zip(completion_ids.cpu(), completion_mask.sum(-1).cpu())]
-    return Rollout(
-        prompt_ids=ids.clone(), prompt_mask=mask.clone(), completion_ids=completion_ids,
-        completion_mask=completion_mask,
-        finished=torch.cat([p[2] for p in pieces]).clone(), texts=decoded,
-        prompts=[t for t in texts for _ in range(num_generations)],
-        num_generations=num_generations)
+    rendered and left-padded the same way, rows group-major, stop at a stop token).
+    Only the decode loop differs: :func:`decode_static`."""
+    return generate(model, tokenizer, prompts, num_generations, max_new_tokens,
+                    temperature, top_p, do_sample, batch_size, seed,
+                    stop_token_ids=stop_token_ids, ignore_eos=ignore_eos,
+                    decode_fn=decode_static)
 
 
 # ------------------------------------------------------------- the memory of training

@@ -307,6 +307,7 @@ def generate(
     stop_token_ids: Sequence[int] | None = None,
     ignore_eos: bool = False,
     use_cache: bool = True,
+    decode_fn=None,
 ) -> Rollout:
     r"""Sample ``num_generations`` completions for each prompt: :math:`o_i \sim
     \pi_\theta(\cdot \mid q)`, :math:`i = 1..G`, token by token with a KV cache.
@@ -331,6 +332,11 @@ def generate(
         ignore_eos: never stop early (benchmarks use it to force equal lengths).
         use_cache: ``False`` re-runs the full sequence each step (the chapter times
             both).
+        decode_fn: the decode loop run on each chunk of rows, called like
+            :func:`decode_batch` (the default);
+            :func:`grpo_lib.qwen2.decode_static` runs the from-scratch model over a
+            static cache. Everything around the loop (prompts, padding, seeding,
+            decoding the texts) is shared.
 
     Returns:
         a :class:`Rollout` on the model's device. The model's train/eval mode is
@@ -353,6 +359,7 @@ def generate(
     if seed is not None:
         generator = torch.Generator(device=device)
         generator.manual_seed(seed)
+    decode_fn = decode_batch if decode_fn is None else decode_fn
 
     was_training = model.training
     model.eval()
@@ -360,7 +367,7 @@ def generate(
     try:
         with torch.inference_mode():
             for start in range(0, rows, chunk):
-                pieces.append(decode_batch(
+                pieces.append(decode_fn(
                     model, ids[start:start + chunk], mask[start:start + chunk],
                     max_new_tokens=max_new_tokens, temperature=temperature,
                     top_p=top_p, do_sample=do_sample, generator=generator,

@@ -69,6 +69,7 @@ from .yaml_config import YAMLConfig, read_yaml_values
 SCALE_REWARDS = ("group", "batch", "none")
 AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 PROMPT_FORMATS = ("chat", "r1_zero")
+ROLLOUT_ENGINES = ("transformers", "scratch")
 
 METRIC_COLUMNS = [
     "step",
@@ -142,6 +143,9 @@ class GRPOConfig(YAMLConfig):
     """Never stop early: every completion is max_completion_length long (benchmarks)."""
     generation_batch_size: int | None = None
     """Rows decoded together in the rollout (memory knob); ``None``: all at once."""
+    rollout_engine: str = "transformers"
+    """Model that samples: "transformers" (the policy) or "scratch" (grpo_lib.qwen2
+    over the policy's own weight tensors, static KV cache; same samples, faster)."""
     dynamic_sampling: bool = False
     """DAPO: drop zero-variance groups and sample more prompts to refill the batch."""
     dynamic_sampling_max_rounds: int = 3
@@ -292,6 +296,11 @@ class GRPOConfig(YAMLConfig):
             bad(
                 f"prompt_format={self.prompt_format!r}; choose one of {PROMPT_FORMATS}."
             )
+        if self.rollout_engine not in ROLLOUT_ENGINES:
+            bad(
+                f"rollout_engine={self.rollout_engine!r}; choose one of "
+                f"{ROLLOUT_ENGINES}."
+            )
         if self.lr_scheduler_type not in LR_SCHEDULERS:
             bad(
                 f"lr_scheduler_type={self.lr_scheduler_type!r}; choose one of "
@@ -404,6 +413,20 @@ def _pad_cat(tensors: Sequence[torch.Tensor], value: int, left: bool) -> torch.T
         )
         out.append(torch.cat([pad, t] if left else [t, pad], dim=1))
     return torch.cat(out, dim=0)
+
+
+def _shares_weights(scratch, model) -> bool:
+    """True iff every weight of ``scratch`` is the same memory as ``model``'s weight of
+    the same name (then an optimizer step on ``model`` is seen by ``scratch``)."""
+    theirs = model.state_dict()
+    return all(
+        name in theirs
+        and t.data_ptr() == theirs[name].data_ptr()
+        and t.shape == theirs[name].shape
+        and t.dtype == theirs[name].dtype
+        and t.device == theirs[name].device
+        for name, t in scratch.state_dict().items()
+    )
 
 
 def _select_rollout(rollout: Rollout, rows: list[int], pad_id: int) -> Rollout:
@@ -663,6 +686,24 @@ class GRPOTrainer(TrainingLoop):
         return out, zeroed
 
     # ------------------------------------------------------------------ rollout
+    def _rollout_model(self):
+        """The model that samples and its decode loop (``None``: the default one).
+
+        ``rollout_engine="scratch"``: a :class:`grpo_lib.qwen2.Qwen2` whose weights
+        are the policy's own tensors (no copy, so it samples with the weights of the
+        latest update); it is rebuilt whenever a policy tensor was replaced (moved to
+        another device or dtype, reloaded), which :func:`_shares_weights` checks.
+        """
+        if self.config.rollout_engine == "transformers":
+            return self.model, None
+        from .qwen2 import Qwen2, decode_static
+
+        scratch = getattr(self, "_scratch_model", None)
+        if scratch is None or not _shares_weights(scratch, self.model):
+            scratch = Qwen2.from_transformers(self.model, share_weights=True)
+            self._scratch_model = scratch
+        return scratch, decode_static
+
     def _sample_batch(self) -> tuple[Rollout, list[dict], torch.Tensor, dict]:
         """Rollout + rewards for one step (with DAPO dynamic sampling if enabled).
 
@@ -678,8 +719,9 @@ class GRPOTrainer(TrainingLoop):
         for round_ in range(rounds):
             rows = self._next_rows(cfg.per_step_prompts)
             t0 = time.perf_counter()
+            sampler, decode_fn = self._rollout_model()
             rollout = generate(
-                self.model,
+                sampler,
                 self.tokenizer,
                 self._prompts(rows),
                 num_generations=G,
@@ -690,6 +732,7 @@ class GRPOTrainer(TrainingLoop):
                 batch_size=cfg.generation_batch_size,
                 seed=_rollout_seed(cfg.seed, self.step, round_),
                 ignore_eos=cfg.ignore_eos,
+                decode_fn=decode_fn,
             )
             t1 = time.perf_counter()
             rewards, zeroed = self.score(rollout, rows)  # [B, F]
