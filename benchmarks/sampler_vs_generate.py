@@ -61,11 +61,17 @@ def sync(device: str) -> None:
 
 
 def run_sampler(model, tok, prompts, args) -> float:
+    decode_fn = None
+    if args.engine == "scratch":  # the from-scratch Qwen2 over the same tensors
+        from grpo_lib.qwen2 import Qwen2, decode_static
+
+        model = Qwen2.from_transformers(model, share_weights=True)
+        decode_fn = decode_static
     sync(args.device)
     start = time.perf_counter()
     generate(model, tok, prompts, num_generations=args.G,
              max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0,
-             do_sample=not args.greedy, seed=0, ignore_eos=True)
+             do_sample=not args.greedy, seed=0, ignore_eos=True, decode_fn=decode_fn)
     sync(args.device)
     return time.perf_counter() - start
 
@@ -110,6 +116,9 @@ def main(argv=None) -> dict:
     p.add_argument("--greedy", action="store_true", help="greedy instead of sampling")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--csv", default=None, help="append the result row to this CSV file")
+    p.add_argument("--engine", default="scratch", choices=["scratch", "transformers"],
+                   help="the sampler's model: grpo_lib.qwen2 + static cache (default) "
+                        "or the transformers model with a DynamicCache")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -136,6 +145,7 @@ def main(argv=None) -> dict:
         "rows": rows,
         "new_tokens": args.max_new_tokens,
         "mode": "greedy" if args.greedy else "sample",
+        "engine": args.engine,
         "sampler_s": round(med_ours, 4),
         "generate_s": round(med_hf, 4),
         "sampler_tok_s": round(tokens / med_ours, 1),
@@ -151,6 +161,7 @@ def main(argv=None) -> dict:
     print(f"{args.prompts} prompts x G={args.G} = {rows} rows, {args.max_new_tokens} new "
           f"tokens each ({result['mode']}), median of {args.runs} runs after a warm-up")
     print(f"{'':<22}{'seconds':>10}{'tokens/s':>12}")
+    print(f"sampler engine: {args.engine}")
     print(f"{'grpo_lib sampler':<22}{med_ours:>10.3f}{tokens / med_ours:>12.1f}")
     print(f"{'transformers generate':<22}{med_hf:>10.3f}{tokens / med_hf:>12.1f}")
     print(f"ratio (sampler tokens/s / generate tokens/s): {result['ratio']:.2f}")

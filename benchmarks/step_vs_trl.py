@@ -14,8 +14,21 @@ sampling call (ours: ``grpo_lib.sampling.generate``, from ``metrics.csv``; TRL: 
 advantages, log-probs, backward, optimizer). Reported: the median over the steps after
 ``--warmup`` warm-up steps.
 
+Ours rolls out with ``--engine`` (default ``scratch``: the from-scratch Qwen2 of
+``grpo_lib.qwen2`` over the policy's own weights, static KV cache; ``transformers``:
+the policy itself). ``--dtype bfloat16`` casts the model for ours and gives TRL
+``bf16=True``.
+
+The *floor* printed beside the measurements is the step's matrix-multiply FLOPs
+(rollout: prefill + one token per row per decode step; update: forward + backward = 3
+forwards over prompt + completion) divided by the peak of ``torch.matmul`` on
+1024 x 1024 matrices in the run's dtype, measured in the same process. ``--csv PATH``
+appends one row per run with the machine's description (CPU model, cores, threads,
+bf16 hardware).
+
     python benchmarks/step_vs_trl.py                       # tiny Qwen2, random weights
     python benchmarks/step_vs_trl.py --model data/models/tiny-qwen2-base --steps 8
+    python benchmarks/step_vs_trl.py --csv benchmarks/results/step_vs_trl.csv
 """
 
 from __future__ import annotations
@@ -23,12 +36,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import csv
+import datetime
 import io
+import os
 import platform
 import statistics
 import tempfile
 import time
 import warnings
+from pathlib import Path
 
 import torch
 
@@ -41,6 +58,64 @@ def digit_share(completions, **kwargs):
 
 def _median(values):
     return statistics.median(values) if values else float("nan")
+
+
+def matmul_peak(dtype: torch.dtype, size: int = 1024, repeats: int = 20) -> float:
+    """FLOP/s of ``torch.matmul`` on ``size x size`` matrices (``2 size^3`` FLOPs),
+    median of ``repeats`` timed runs after two warm-ups."""
+    a = torch.randn(size, size).to(dtype)
+    b = torch.randn(size, size).to(dtype)
+    times = []
+    for i in range(repeats + 2):
+        t0 = time.perf_counter()
+        torch.matmul(a, b)
+        if i >= 2:
+            times.append(time.perf_counter() - t0)
+    return 2 * size**3 / _median(times)
+
+
+def forward_flops(cfg, rows: int, new: int, context: int) -> float:
+    """Matmul FLOPs of one forward over ``new`` tokens per row that attend to
+    ``context`` earlier tokens (plus themselves, causally), logits for every new token:
+    ``2 N_mm`` per token (N_mm = weights in matmuls, output layer included) plus
+    ``4 H d`` per (query, key) pair and layer (Q K^T and the weighted sum of V)."""
+    D, F_, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    H, H_kv, L = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.num_hidden_layers
+    d = getattr(cfg, "head_dim", None) or D // H
+    n_mm = L * (2 * D * H * d + 2 * D * H_kv * d + 3 * D * F_) + V * D
+    pairs = new * context + new * (new + 1) / 2  # keys seen by the new queries
+    return rows * (2 * n_mm * new + 4 * L * H * d * pairs)
+
+
+def step_flops(cfg, rows: int, prompt_len: int, length: int) -> tuple[float, float]:
+    """(rollout, update) matmul FLOPs of one step: ``rows`` completions of ``length``
+    tokens after ``prompt_len`` prompt tokens. Rollout: a prefill, then ``length - 1``
+    one-token decode steps. Update: forward + backward ~ 3 forwards of the whole
+    sequence (the backward computes gradients for activations and weights)."""
+    rollout = forward_flops(cfg, rows, prompt_len, 0)  # prefill
+    rollout += sum(forward_flops(cfg, rows, 1, prompt_len + t)
+                   for t in range(length - 1))
+    update = 3 * forward_flops(cfg, rows, prompt_len + length, 0)
+    return rollout, update
+
+
+def machine_description() -> dict:
+    """CPU model, cores, torch threads and whether the CPU has bfloat16 hardware."""
+    name, flags = platform.processor() or platform.machine(), set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and name in ("", platform.machine()):
+                name = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    bf16 = sorted(f for f in flags if "bf16" in f or f.startswith("amx"))
+    device = "cpu"
+    if torch.cuda.is_available():
+        device, name = "cuda", torch.cuda.get_device_name()
+    return {"device": device, "machine": name, "cores": os.cpu_count(),
+            "threads": torch.get_num_threads(),
+            "bf16_hardware": " ".join(bf16) or "none",
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 def run_ours(model, tokenizer, prompts, args, out_dir):
@@ -63,6 +138,7 @@ def run_ours(model, tokenizer, prompts, args, out_dir):
         progress_bar=False,
         sample_every=0,
         seed=0,
+        rollout_engine=args.engine,
     )
     ends = []
     trainer = GRPOTrainer(
@@ -94,7 +170,7 @@ def run_trl(model, tokenizer, prompts, args, out_dir):
         output_dir=out_dir,
         report_to=[],
         use_cpu=not torch.cuda.is_available(),
-        bf16=False,
+        bf16=args.dtype == "bfloat16",
         fp16=False,
         seed=0,
         disable_tqdm=True,
@@ -173,11 +249,20 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=5, help="measured steps")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each trainer")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--engine", default="scratch",
+                        choices=["scratch", "transformers"],
+                        help="ours: rollout_engine (default: the from-scratch model)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--csv", default=None, help="append the result row here")
+    parser.add_argument("--skip-trl", action="store_true", dest="skip_trl",
+                        help="measure ours only (no ratio)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    load_before = round(os.getloadavg()[0], 2)  # ~0 on an idle machine
 
     from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_model
+    from grpo_lib.sampling import tokenize_prompts
     from grpo_lib.tasks import load_task_split
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -188,7 +273,8 @@ def main(argv=None):
         tokenizer = build_tokenizer()
         model = random_model(tokenizer, size="tiny", seed=0).to(device)
         name = "random tiny Qwen2"
-    model = model.float()
+    dtype = getattr(torch, args.dtype)
+    model = model.to(dtype)
     n = args.prompts * (args.warmup + args.steps)
     prompts = [
         row["prompt"] for row in load_task_split("arithmetic", "train").select(range(n))
@@ -196,6 +282,8 @@ def main(argv=None):
 
     results = {"grpo_lib": ([], [], []), "TRL 1.16": ([], [], [])}
     runners = {"grpo_lib": run_ours, "TRL 1.16": run_trl}
+    if args.skip_trl:
+        del results["TRL 1.16"], runners["TRL 1.16"]
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):  # alternate, so background load hits both
             for label, fn in runners.items():
@@ -206,27 +294,79 @@ def main(argv=None):
                     acc.extend(values)
 
     params = sum(p.numel() for p in model.parameters())
-    cpu = platform.processor() or platform.machine()
-    print(f"model: {name} ({params / 1e6:.2f}M params, float32) | device: {device}")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu}")
+    machine = machine_description()
+    rows_per_step = args.prompts * args.G
+    now = datetime.datetime.now(datetime.timezone.utc)
+    pad = tokenizer.pad_token_id
+    prompt_len = tokenize_prompts(tokenizer, prompts[:args.prompts], pad)[1].shape[1]
+    flops = step_flops(model.config, rows_per_step, prompt_len, args.length)
+    peak = matmul_peak(dtype)
+    floor = sum(flops) / peak
+    print(f"model: {name} ({params / 1e6:.2f}M params, {args.dtype}) | device: "
+          f"{machine['device']} | ours rolls out with: {args.engine}")
+    print(f"machine: {machine['machine']}, {machine['cores']} cores, torch "
+          f"{torch.__version__} ({machine['cpu_capability']}), "
+          f"{machine['threads']} threads, bf16 hardware: {machine['bf16_hardware']}")
     print(
-        f"step: {args.prompts} prompts x G={args.G} = {args.prompts * args.G} "
-        f"completions of {args.length} tokens, micro-batch {args.micro_batch}, "
-        f"loss {args.loss_type}"
+        f"step: {args.prompts} prompts x G={args.G} = {rows_per_step} "
+        f"completions of {args.length} tokens after {prompt_len} prompt tokens, "
+        f"micro-batch {args.micro_batch}, loss {args.loss_type}"
     )
+    print(f"work: {flops[0] / 1e9:.1f} GFLOP rollout + {flops[1] / 1e9:.1f} GFLOP "
+          f"update; matmul peak ({args.dtype}, 1024^2): {peak / 1e9:.0f} GFLOP/s")
     measured = args.steps * args.repeats
     print(f"median of {measured} steps ({args.warmup} warm-up steps per run dropped)")
     header = ("trainer", "s/step", "generate", "update", "tokens")
     print("{:<10} {:>8} {:>9} {:>8} {:>7}".format(*header))
+    g_floor, u_floor = flops[0] / peak, flops[1] / peak
+    print(f"{'floor':<10} {floor:>8.3f} {g_floor:>9.3f} {u_floor:>8.3f}")
     rows = {}
     for label, (step, gen, lengths) in results.items():
         s, g = _median(step), _median(gen)
         u = _median([a - b for a, b in zip(step, gen)])
         rows[label] = (s, g, u)
         print(f"{label:<10} {s:>8.3f} {g:>9.3f} {u:>8.3f} {_median(lengths):>7.1f}")
-    (s0, g0, u0), (s1, g1, u1) = rows["grpo_lib"], rows["TRL 1.16"]
-    print(f"{'TRL/ours':<10} {s1 / s0:>7.2f}x {g1 / g0:>8.2f}x {u1 / u0:>7.2f}x")
+    s0, g0, u0 = rows["grpo_lib"]
+    s1, g1, u1 = rows.get("TRL 1.16", (float("nan"),) * 3)
+    if "TRL 1.16" in rows:
+        print(f"{'TRL/ours':<10} {s1 / s0:>7.2f}x {g1 / g0:>8.2f}x {u1 / u0:>7.2f}x")
+    print(f"{'ours/floor':<10} {s0 / floor:>7.2f}x {g0 * peak / flops[0]:>8.2f}x "
+          f"{u0 * peak / flops[1]:>7.2f}x")
     print("(each column is its own median, so generate + update need not add up)")
+    if args.csv:
+        import transformers
+
+        try:
+            import trl
+            trl_version = trl.__version__
+        except ImportError:
+            trl_version = ""
+        result = {
+            "date": now.strftime("%Y-%m-%d %H:%M"), **machine,
+            "load_1min_before": load_before, "model": name,
+            "params": params, "dtype": args.dtype, "engine": args.engine,
+            "prompts": args.prompts, "G": args.G, "length": args.length,
+            "prompt_len": prompt_len, "micro_batch": args.micro_batch,
+            "loss_type": args.loss_type, "steps": measured,
+            "ours_s": round(s0, 4), "ours_gen_s": round(g0, 4),
+            "ours_update_s": round(u0, 4), "trl_s": round(s1, 4),
+            "trl_gen_s": round(g1, 4), "trl_update_s": round(u1, 4),
+            "trl_over_ours": round(s1 / s0, 3),
+            "rollout_gflop": round(flops[0] / 1e9, 2),
+            "update_gflop": round(flops[1] / 1e9, 2),
+            "peak_gflops": round(peak / 1e9, 1), "floor_s": round(floor, 4),
+            "ours_over_floor": round(s0 / floor, 2), "torch": torch.__version__,
+            "transformers": transformers.__version__, "trl": trl_version,
+        }
+        path = Path(args.csv)  # one row per run; the header once
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new_file = not path.exists()
+        with path.open("a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(result))
+            if new_file:
+                writer.writeheader()
+            writer.writerow(result)
+        print(f"appended a row to {path}")
     return rows
 
 
