@@ -8,6 +8,11 @@ dispatch overhead.
 
     python benchmarks/profile_step.py                         # scratch engine
     python benchmarks/profile_step.py --engine transformers
+    python benchmarks/profile_step.py --count-ops   # aten calls per decode step
+
+``--count-ops`` counts the aten operator calls of one decode step (a rollout of
+``n + 16`` tokens minus one of ``n`` tokens, divided by 16) for both engines: a measure
+of the per-step dispatch overhead that does not depend on the machine's load.
 """
 from __future__ import annotations
 
@@ -23,6 +28,38 @@ def digit_share(completions, **kwargs):
     return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in completions]
 
 
+def decode_step_ops(model, tok, prompts, decode_fn, new: int = 8) -> dict:
+    """aten calls per decode step, by operator (rollouts of ``new + 16`` and ``new``
+    tokens, difference / 16)."""
+    from grpo_lib.sampling import generate
+
+    def counts(n):
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            generate(model, tok, prompts, num_generations=2, max_new_tokens=n, seed=0,
+                     ignore_eos=True, decode_fn=decode_fn)
+        return {e.key: e.count for e in prof.key_averages() if e.key.startswith("aten")}
+
+    short, long = counts(new), counts(new + 16)
+    return {k: (long[k] - short.get(k, 0)) / 16 for k in long}
+
+
+def count_ops(top: int) -> None:
+    from grpo_lib.models import build_tokenizer, random_model
+    from grpo_lib.qwen2 import Qwen2, decode_static
+
+    tok = build_tokenizer()
+    hf = random_model(tok, size="tiny", seed=0)
+    prompts = [[{"role": "user", "content": f"What is {i} + 2?"}] for i in range(4)]
+    engines = {"transformers": (hf, None),
+               "scratch": (Qwen2.from_transformers(hf, share_weights=True),
+                           decode_static)}
+    for name, (model, fn) in engines.items():
+        per_op = decode_step_ops(model, tok, prompts, fn)
+        busiest = sorted(per_op.items(), key=lambda kv: -kv[1])[:top]
+        print(f"{name}: {sum(per_op.values()):.0f} aten calls per decode step; most: "
+              + ", ".join(f"{k.removeprefix('aten::')} {v:.0f}" for k, v in busiest))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engine", default="scratch",
@@ -34,7 +71,11 @@ def main(argv=None):
     parser.add_argument("--micro-batch", type=int, default=16, dest="micro_batch")
     parser.add_argument("--steps", type=int, default=3, help="profiled steps")
     parser.add_argument("--top", type=int, default=12, help="operators shown per phase")
+    parser.add_argument("--count-ops", action="store_true", dest="count_ops",
+                        help="aten calls per decode step for both engines, then stop")
     args = parser.parse_args(argv)
+    if args.count_ops:
+        return count_ops(args.top)
 
     from grpo_lib.models import build_tokenizer, random_model
     from grpo_lib.tasks import load_task_split
