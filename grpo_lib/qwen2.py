@@ -701,3 +701,43 @@ def training_memory(s: Qwen2Settings, batch_size: int, seq_len: int,
     parts = {"weights": N * b, "gradients": N * b, "adam_states": 2 * N * b,
              "activations": activation_bytes(s, batch_size, seq_len, dtype)}
     return {**parts, "total": sum(parts.values())}
+
+
+# ------------------------------------------------- the sampler's own log-probabilities
+
+
+def rollout_logprobs(model: Qwen2, prompt_ids: Tensor, prompt_mask: Tensor,
+                     completion_ids: Tensor, temperature: float = 1.0) -> Tensor:
+    r"""The log-probabilities that the sampler's numerics give the completion tokens:
+
+    .. math:: \ell^{\mathrm{roll}}_{b,j} = \log\mathrm{softmax}(z^{\mathrm{roll}}_{b,j}
+              / \tau)[c_{b,j}]
+
+    with :math:`z^{\mathrm{roll}}_{b,j}` computed exactly as :func:`decode_static`
+    computes it while sampling (one prefill, then one token per step over the static
+    cache, in the model's dtype), the given tokens fed back instead of sampled ones.
+    The trainer's :math:`\ell_{b,j}` (:func:`grpo_lib.logprobs.sequence_logprobs`)
+    runs the whole sequence at once, possibly in another dtype; the gap
+    :math:`\ell_{b,j} - \ell^{\mathrm{roll}}_{b,j}` is the log of the importance ratio
+    that corrects for the mismatch. ``prompt_ids, prompt_mask``: ``[B, P]``
+    left-padded; ``completion_ids``: ``[B, C]``. Returns ``[B, C]`` float32 (values
+    after a row's stop token are meaningless: mask them).
+    """
+    (B, P), C = prompt_ids.shape, completion_ids.shape[1]
+    dtype = model.model.embed_tokens.weight.dtype
+    cache = StaticKVCache(model.settings, B, P + C, dtype, prompt_ids.device)
+    mask = torch.cat([prompt_mask, torch.ones_like(completion_ids)], dim=1)  # [B, P+C]
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, P + C]
+    out = []
+    with torch.inference_mode():
+        logits = model(prompt_ids, prompt_mask, positions[:, :P], cache=cache, start=0,
+                       last_only=True)[:, -1]  # [B, V]
+        for j in range(C):
+            logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # [B, V]
+            out.append(logp.gather(-1, completion_ids[:, j:j + 1]))  # [B, 1]
+            if j < C - 1:
+                col = P + j
+                logits = model(completion_ids[:, j:j + 1], mask[:, :col + 1],
+                               positions[:, col:col + 1], cache=cache, start=col,
+                               last_only=True)[:, -1]  # [B, V]
+    return torch.cat(out, dim=1).clone()  # [B, C]

@@ -149,3 +149,37 @@ def test_replaced_weights_rebuild_the_sampler(tmp_path, tokenizer):
     second, _ = trainer._rollout_model()
     assert second is not first and _shares_weights(second, model)
     assert second.model.embed_tokens.weight.dtype == torch.float64
+
+
+# --------------------------------------------- the sampler's log-probs vs the trainer's
+
+
+def _gap(tokenizer, dtype):
+    """(trainer - sampler) per-token log-prob gap on a seeded rollout in ``dtype``."""
+    from grpo_lib.logprobs import sequence_logprobs
+    from grpo_lib.qwen2 import rollout_logprobs
+
+    hf = random_model(tokenizer, size="micro", seed=0).to(dtype)
+    ours = Qwen2.from_transformers(hf, share_weights=True)
+    r = generate_static(ours, tokenizer, PROMPTS, num_generations=2, max_new_tokens=12,
+                        seed=0)
+    roll = rollout_logprobs(ours, r.prompt_ids, r.prompt_mask, r.completion_ids)
+    with torch.no_grad():
+        train = sequence_logprobs(hf, r.prompt_ids, r.prompt_mask, r.completion_ids,
+                                  r.completion_mask)
+    mask = r.completion_mask.bool()
+    return (train.float() - roll)[mask]
+
+
+def test_rollout_logprobs_match_the_trainers_in_float32(tokenizer):
+    """Same tokens, but the whole-sequence forward and the one-token steps sum in
+    different orders: float32 round-off (a few 1e-7), far below any clip range."""
+    gap = _gap(tokenizer, torch.float32)
+    assert gap.numel() > 0 and gap.abs().max() < 1e-5
+
+
+def test_bfloat16_gap_is_larger_but_round_off(tokenizer):
+    gap32 = _gap(tokenizer, torch.float32)
+    gap16 = _gap(tokenizer, torch.bfloat16)
+    assert gap16.abs().max() > 100 * gap32.abs().max()
+    assert gap16.abs().mean() < 0.1, f"mean |gap| {gap16.abs().mean():.3f}"
