@@ -205,6 +205,31 @@ def _ch12_each_filter_alone(masks):
     return [len(next(iter(masks.values())))] + [sum(m) for m in masks.values()]
 
 
+def _ch10_mask_without_im_end(tokens):
+    mask, role, header = [0] * len(tokens), None, False
+    for i, token in enumerate(tokens):
+        if token == "<|im_start|>":
+            role, header = "", True
+        elif header:
+            header = token != "Ċ"
+            role += token if header else ""
+        elif token == "<|im_end|>":
+            role = None  # the turn ends before its <|im_end|> is marked
+        elif role == "assistant":
+            mask[i] = 1
+    return mask
+
+
+def _ch10_normalize_by_split(text):
+    return " ".join(text.split())  # no ValueError, no space inside the tags
+
+
+def _ch10_steps_with_partial_windows(metrics, column, threshold, window):
+    frame = metrics.sort_values("step")
+    smooth = frame[column].rolling(window, min_periods=1).mean()
+    reached = frame["step"][smooth >= threshold]
+    return None if reached.empty else int(reached.iloc[0])
+
 def _ch16_layer_norm(x, weight, eps):
     centred = x.float() - x.float().mean(-1, keepdim=True)  # subtracts the mean: wrong
     return weight * (centred / torch.sqrt(centred.pow(2).mean(-1, True) + eps)).to(
@@ -261,10 +286,17 @@ WRONG_ATTEMPTS = {
     # chapter 1's function (one bool per group) where chapter 9 wants group indices
     "ch09.check_informative_groups": (_ch01_informative_groups,
                                       r"expected \[1\], got \[0, 1\].*indices"),
+    "ch10.check_assistant_mask": (_ch10_mask_without_im_end, "learns to stop"),
+    "ch10.check_normalize_trace": (_ch10_normalize_by_split, "one space inside it"),
+    "ch10.check_steps_to_reach": (_ch10_steps_with_partial_windows, "full windows"),
     "ch12.check_samples_needed": (_ch12_samples_rounded_down, "round up"),
     "ch12.check_dedup_mask": (_ch12_dedup_across_prompts, "within one prompt"),
     "ch12.check_sequential_yields": (_ch12_each_filter_alone,
                                      "each filter sees only"),
+    "ch11.check_language_share": (_ch11_share_by_runs, "each CJK character"),
+    "ch11.check_normalize_then_sum": (_ch11_sum_then_normalize,
+                                      "normalise each reward column"),
+    "ch11.check_lower_in_every_seed": (_ch11_lower_on_average, "seed by seed"),
     "ch16.check_rms_norm": (_ch16_layer_norm, "That is LayerNorm"),
     "ch16.check_rope": (_ch16_interleaved_rope, "pairs dimension i with i \\+ d/2"),
     "ch16.check_kv_cache_bytes": (_ch16_cache_all_query_heads, "key/value heads"),
@@ -296,10 +328,6 @@ def test_package_does_not_reexport_checkers():
     with pytest.raises(ImportError, match=r"exercises\.ch01 .*exercises\.ch09"):
         exec("from grpo_lib.exercises import check_informative_groups", {})
     with pytest.raises(ImportError,
-    "ch11.check_language_share": (_ch11_share_by_runs, "each CJK character"),
-    "ch11.check_normalize_then_sum": (_ch11_sum_then_normalize,
-                                      "normalise each reward column"),
-    "ch11.check_lower_in_every_seed": (_ch11_lower_on_average, "seed by seed"),
                        match=r"from grpo_lib\.exercises\.ch02 import check_k3"):
         exec("from grpo_lib.exercises import check_k3", {})
     assert not hasattr(exercises, "not_a_checker")
