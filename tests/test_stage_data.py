@@ -157,3 +157,15 @@ def test_the_default_answer_length_fits_the_longest_skill_answer():
     tokens = len(build_tokenizer()(IDENTITY)["input_ids"]) + 1  # + the stop token
     default = inspect.signature(evaluate_skills).parameters["max_new_tokens"].default
     assert tokens <= default
+
+
+def test_training_wordings_are_many_and_never_the_held_out_ones():
+    from grpo_lib.tasks.skills import HELD_OUT, HELD_OUT_WORDS, TEMPLATES
+
+    for key, templates in TEMPLATES.items():
+        train, held = templates[:-1], templates[-1]
+        assert held == HELD_OUT[key] and held not in train
+        assert len(set(train)) >= 384
+        assert any(w in held.casefold() for w in HELD_OUT_WORDS), held
+        for wording in train:
+            assert not any(w in wording.casefold() for w in HELD_OUT_WORDS), wording

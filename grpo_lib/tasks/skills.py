@@ -40,22 +40,62 @@ TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eight
         "ninety"]
 DIGITS_ZH = "零一二三四五六七八九"
 
-# question templates: the first ones train, the last one of each is held out, so the
-# held-out set asks in words the model has not seen
-TEMPLATES = {
+# The training questions come in many wordings: a core question (CORES) with an
+# optional lead-in and an optional closing, several hundred distinct wordings per skill,
+# the bare core twice as likely as each other lead-in and closing. A tiny model trained
+# on two or three fixed wordings memorises them and answers a new wording as if it were
+# arithmetic; varied wordings make it read what the question is about (one number, two
+# numbers, a quoted word, "you"). The held-out test asks with one more wording per
+# skill, never used in training; its key words (HELD_OUT_WORDS) appear in no training
+# question.
+CORES = {
     "number_words": ["Write {n} in words.", "How do you write {n} in English words?",
-                     "Spell out the number {n}."],
+                     "Say {n} in words.", "What is {n} in words?",
+                     "Write the number {n} in letters.", "{n} in English words?",
+                     "Put {n} into words.", "How is {n} written in words?",
+                     "Express {n} in words.", "Type {n} as words.", "Say {n}.",
+                     "Read {n} aloud.", "Pronounce {n}.", "How do you say {n}?"],
     "compare": ["Which is larger, {a} or {b}?", "Which number is bigger: {a} or {b}?",
-                "Of {a} and {b}, which is greater?"],
-    "translate_en_zh": ['Translate "{w}" into Chinese.',
-                        'What is "{w}" in Chinese?',
-                        'Give the Chinese word for "{w}".'],
-    "translate_zh_en": ['Translate "{w}" into English.',
-                        'What is "{w}" in English?',
-                        'Give the English word for "{w}".'],
+                "Which is bigger, {a} or {b}?", "What is the larger of {a} and {b}?",
+                "{a} or {b}: which is larger?", "Pick the bigger number: {a} or {b}.",
+                "Between {a} and {b}, which is bigger?",
+                "Tell me the maximum of {a} and {b}.", "Is {a} or {b} the larger one?",
+                "Name the bigger of {a} and {b}.",
+                "{a} and {b}: which one is bigger?", "Take {a} and {b}. Which is larger?",
+                "Larger one: {a} or {b}?"],
+    "translate_en_zh": ['Translate "{w}" into Chinese.', 'What is "{w}" in Chinese?',
+                        'How do you say "{w}" in Chinese?', 'Write "{w}" in Chinese.',
+                        '"{w}" in Chinese?', 'Chinese for "{w}"?',
+                        'Say "{w}" in Chinese.', 'Put "{w}" into Chinese.'],
+    "translate_zh_en": ['Translate "{w}" into English.', 'What is "{w}" in English?',
+                        'How do you say "{w}" in English?', 'Write "{w}" in English.',
+                        '"{w}" in English?', 'English for "{w}"?',
+                        'Say "{w}" in English.', 'Put "{w}" into English.'],
     "self_cognition": ["Who are you?", "What are you?", "Tell me about yourself.",
-                       "Introduce yourself."],
+                       "What is your name?", "Describe yourself.",
+                       "Who am I talking to?", "What can you do?",
+                       "Say something about yourself.", "Are you a person?",
+                       "What kind of assistant are you?"],
 }
+LEAD_INS = ["", "", "Please, ", "Quick question: ", "Hey, ", "Can you help? ",
+            "I wonder: ", "Now: ", "Next one. "]
+CLOSINGS = ["", "", " Thanks.", " Please.", " Be brief.", " Just the answer.",
+            " One line."]
+HELD_OUT = {
+    "number_words": "Spell out the number {n}.",
+    "compare": "Of {a} and {b}, which is greater?",
+    "translate_en_zh": 'Give the Chinese word for "{w}".',
+    "translate_zh_en": 'Give the English word for "{w}".',
+    "self_cognition": "Introduce yourself.",
+}
+
+HELD_OUT_WORDS = ("spell", "greater", "give", "word ", "introduce")
+"""Words of the held-out wordings that no training wording uses (case-folded)."""
+
+# every training wording of each question kind, then its held-out one (the last)
+TEMPLATES = {key: [lead + core + close for lead in LEAD_INS for core in cores
+                   for close in CLOSINGS] + [HELD_OUT[key]]
+             for key, cores in CORES.items()}
 
 
 def number_to_words(n: int) -> str:
