@@ -78,13 +78,14 @@ CONFIG = REPO / "configs" / "r1_zero_arithmetic.yaml"
 # ## The split, in the trainer
 #
 # Here are the lines of `GRPOTrainer.train_step` between the rewards and the update.
-# The credit assigner sees only rewards and the group size; the loss (inside `_update`)
-# sees only advantages, log-probabilities and masks:
+# The credit assigner, `GRPOTrainer.advantages` ({doc}`07_full_loop` shows it), sees
+# only the rewards and the group size; the loss (inside `_update`) sees only
+# advantages, log-probabilities and masks:
 
 # %%
 source = inspect.getsource(trainer.GRPOTrainer.train_step).splitlines()
-start = next(i for i, s in enumerate(source) if "advantages = group_advantages" in s)
-print("\n".join(line.strip() for line in source[start - 1:start + 3]))
+start = next(i for i, s in enumerate(source) if "advantages = self.advantages" in s)
+print("\n".join(line.strip() for line in source[start:start + 3]))
 
 # %% [markdown]
 # Two knobs, `scale_rewards` and `loss_type`, choose each half on its own. The rest of
