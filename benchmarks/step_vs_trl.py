@@ -37,6 +37,7 @@ import argparse
 import contextlib
 import copy
 import csv
+import dataclasses
 import datetime
 import io
 import os
@@ -159,6 +160,14 @@ def run_ours(model, tokenizer, prompts, args, out_dir):
     return step, gen, lengths
 
 
+def _checkpointing_field(config_class) -> str:
+    """The name of the activation-recomputation switch: transformers renamed
+    ``gradient_checkpointing`` to ``activation_checkpointing`` (5.17 has the old one)."""
+    names = {f.name for f in dataclasses.fields(config_class)}
+    return ("activation_checkpointing" if "activation_checkpointing" in names
+            else "gradient_checkpointing")
+
+
 def run_trl(model, tokenizer, prompts, args, out_dir):
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -191,9 +200,9 @@ def run_trl(model, tokenizer, prompts, args, out_dir):
         top_p=1.0,
         lr_scheduler_type="constant",
         warmup_steps=0,
-        activation_checkpointing=False,  # TRL's default is on; we never recompute
         dataloader_num_workers=0,
-    )
+        **{_checkpointing_field(TRLConfig): False},  # TRL's default is on; ours never
+    )                                                # recomputes activations
 
     ends, gen_now, gen_per_step, lengths = [], [0.0], [], []
 

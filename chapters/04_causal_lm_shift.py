@@ -448,7 +448,8 @@ print(arithmetic.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
 # (`torch.cuda.max_memory_allocated`). The stored outputs of this chapter come from a
 # CPU, where the PyTorch profiler with `profile_memory=True` records every allocation
 # and free made by each operator; replaying them in time order gives the peak of the
-# memory allocated during the call.
+# memory allocated during the call. The chapter executed on an H100, where the next
+# cells take the CUDA branch, is stored in `data/runs/ch04_gpu_h100/`.
 
 # %%
 import contextlib

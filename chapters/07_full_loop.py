@@ -205,7 +205,8 @@ show_source(policy_loss, start="old_logp = logp.detach() if old_logp is None",
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-loss, stats = policy_loss(logp, None, advantages, mask, loss_type="grpo", epsilon=0.2)
+adv = advantages.to(logp.device)  # rewards were scored on the CPU
+loss, stats = policy_loss(logp, None, adv, mask, loss_type="grpo", epsilon=0.2)
 print(f"loss = {loss.item():+.6f}")
 print({k: round(v, 4) for k, v in stats.items()
        if k in ("ratio_mean", "clip_frac_region", "num_tokens")})
@@ -252,7 +253,7 @@ print(f"learning rate {lr:g}; gradient norm before clipping: "
 with torch.no_grad():
     new_logp = sequence_logprobs(policy, rollout.prompt_ids, rollout.prompt_mask,
                                  rollout.completion_ids, rollout.completion_mask)
-change = ((new_logp - logp.detach()) * mask).sum(1)  # [B]
+change = ((new_logp - logp.detach()) * mask).sum(1).cpu()  # [B]
 step_table = pd.DataFrame({"reward": rewards, "advantage": advantages,
                            "change in log pi(o|q)": change})
 informative = advantages != 0
@@ -367,7 +368,8 @@ print(f"trained {trainer.step} steps in {train_seconds:.0f} s "
 # %% [markdown]
 # Where does the time go? Every step logs how long its generation and its update
 # took. The same table for two runs of this config on an H100 GPU, stored in
-# `data/runs/` with their logs:
+# `data/runs/` with their logs (the whole chapter executed on an H100 is in
+# `data/runs/ch07_gpu_h100/`):
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -69,6 +69,7 @@ from .yaml_config import YAMLConfig, read_yaml_values
 SCALE_REWARDS = ("group", "batch", "none")
 AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 PROMPT_FORMATS = ("chat", "r1_zero")
+MODEL_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "auto": "auto"}
 ROLLOUT_ENGINES = ("transformers", "scratch")
 
 METRIC_COLUMNS = [
@@ -117,6 +118,10 @@ class GRPOConfig(YAMLConfig):
     # ---- model and data
     model_name_or_path: str = "data/models/tiny-qwen2-base"
     """Folder (or hub name) of the policy to train; used by ``train_from_yaml``."""
+    model_dtype: str = "float32"
+    """Dtype ``train_from_yaml`` loads the policy in: "float32" (weights and Adam
+    states in full precision, whatever the file stores), "bfloat16", or "auto" (as
+    stored: ``small-qwen2-base`` is stored in bfloat16)."""
     task: str = "arithmetic"
     """Task whose ``train``/``test`` splits ``train_from_yaml`` loads."""
     prompt_format: str = "chat"
@@ -296,6 +301,8 @@ class GRPOConfig(YAMLConfig):
             bad(
                 f"prompt_format={self.prompt_format!r}; choose one of {PROMPT_FORMATS}."
             )
+        if self.model_dtype not in MODEL_DTYPES:
+            bad(f"model_dtype={self.model_dtype!r}; choose from {list(MODEL_DTYPES)}.")
         if self.rollout_engine not in ROLLOUT_ENGINES:
             bad(
                 f"rollout_engine={self.rollout_engine!r}; choose one of "
@@ -392,7 +399,7 @@ def _length_gap_in_group(
 
     ``lengths``: [B] with B = num_groups * group_size, groups contiguous.
     """
-    lens = lengths.float().view(-1, group_size)  # [P, G]
+    lens = lengths.detach().float().cpu().view(-1, group_size)  # [P, G]
     ok = torch.tensor([bool(c) for c in correct]).view(-1, group_size)  # [P, G]
     n_ok = ok.sum(1)  # [P]
     mixed = (n_ok > 0) & (n_ok < group_size)  # [P]
@@ -1168,7 +1175,7 @@ def trainer_from_yaml(path: str | Path, overrides: Sequence[str] = ()) -> "GRPOT
     config = load_config(path, overrides)
     device = config.device or profile().device
     model, tokenizer = load_model_and_tokenizer(
-        config.model_name_or_path, device=device
+        config.model_name_or_path, device=device, dtype=MODEL_DTYPES[config.model_dtype]
     )
     train_dataset = load_task_split(config.task, "train")
     eval_dataset = (

@@ -254,6 +254,18 @@ def test_length_of_right_and_wrong_completions():
     assert math.isnan(_length_gap_in_group(lengths, [True] * 4, 2))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("engine", ["transformers", "scratch"])
+def test_training_steps_run_on_cuda(tokenizer, tmp_path, engine):
+    """Rollouts live on the GPU while rewards and correctness are scored on the CPU;
+    every metric mixes the two (the within-group length gap once crashed there)."""
+    model = random_model(tokenizer, size="tiny", seed=0).to("cuda")
+    cfg = _config(tmp_path, max_steps=2, rollout_engine=engine)
+    metrics = GRPOTrainer(model, tokenizer, None, cfg, ROWS).train()
+    assert len(metrics) == 2 and metrics["grad_norm"].notna().all()
+    assert next(model.parameters()).device.type == "cuda"
+
+
 def test_metrics_rows_follow_an_existing_header(tokenizer, tmp_path):
     # a metrics.csv written by an older version (fewer columns), then more steps:
     # the new rows must line up with the file's header, not with today's columns
