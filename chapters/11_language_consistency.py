@@ -256,7 +256,7 @@ if len(mixed_rows):
 #   (128 tokens), evaluated every 50 steps; the accuracy-only twins are the runs of
 #   {ref}`ch10-grpo`. The final checkpoint of seed 0's language run is the model the
 #   next stage starts from, `data/models/tiny-qwen2-reasoning-rl`
-#   (rejection sampling, the next stage of the pipeline);
+#   ({doc}`12_rejection_sampling`);
 # - **from the base model** (R1-Zero plus the language reward), evaluated every 25
 #   steps.
 #

@@ -143,8 +143,10 @@ def add_skill_scores(model_dir: str | Path, skills_file: str | Path | None = Non
     (``README.md``, from ``export``), add the table to it, replacing an earlier one.
 
     ``skills_file``: JSONL rows with ``skill``, ``question``, ``answer``; default
-    ``data/skills/test.jsonl`` (the held-out question templates). Returns the table
-    (one row per skill: ``accuracy``, ``n``)."""
+    ``data/skills/test.jsonl`` (the held-out wordings), and then the table gains a
+    ``new_words`` column, the accuracy on ``data/skills/test_new_words.jsonl``
+    (wordings with a word no training question uses). Returns the table (one row
+    per skill: ``accuracy``, ``n`` [, ``new_words``])."""
     from .models import load_model_and_tokenizer
     from .sft import read_jsonl
     from .tasks.skills import SKILLS_DIR, evaluate_skills
@@ -153,10 +155,19 @@ def add_skill_scores(model_dir: str | Path, skills_file: str | Path | None = Non
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir} holds no model (no config.json): give "
                                 f"an exported model folder or a checkpoint-<step>")
+    new_words_file = SKILLS_DIR / "test_new_words.jsonl"
+    with_new_words = skills_file is None and new_words_file.is_file()
     skills_file = Path(skills_file or SKILLS_DIR / "test.jsonl")
     rows = read_jsonl(skills_file, "skills_file")
     model, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
     table, _ = evaluate_skills(model, tokenizer, rows, max_new_tokens=max_new_tokens)
+    files = f"`{_shown_path(skills_file)}`, the held-out wordings"
+    if with_new_words:
+        new_words, _ = evaluate_skills(model, tokenizer, read_jsonl(new_words_file),
+                                       max_new_tokens=max_new_tokens)
+        table["new_words"] = new_words["accuracy"]
+        files += (f"; `new_words`: `{_shown_path(new_words_file)}`, wordings with a "
+                  f"word no training question uses")
     csv = Path(csv or model_dir / "skills.csv")
     table.to_csv(csv)
     print(table.to_string())
@@ -165,10 +176,9 @@ def add_skill_scores(model_dir: str | Path, skills_file: str | Path | None = Non
     if card.is_file():
         text = card.read_text(encoding="utf-8").split(SKILLS_MARKER)[0].rstrip("\n")
         section = [SKILLS_MARKER, "", f"Non-reasoning skills (`grpo_lib.tasks.skills."
-                   f"evaluate_skills`, `{_shown_path(skills_file)}`, the held-out "
-                   f"question templates, greedy, at most {max_new_tokens} new tokens, "
-                   f"rule-scored by `score_skill`, on the CPU):", "",
-                   table.to_markdown(floatfmt=("", ".3f", ".0f")), ""]
+                   f"evaluate_skills`, {files}; greedy, at most {max_new_tokens} new "
+                   f"tokens, rule-scored by `score_skill`, on the CPU):", "",
+                   table.to_markdown(floatfmt=("", ".3f", ".0f", ".3f")), ""]
         card.write_text(text + "\n\n" + "\n".join(section), encoding="utf-8")
         print(f"added the skills to {card}")
     return table

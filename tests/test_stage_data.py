@@ -160,12 +160,27 @@ def test_the_default_answer_length_fits_the_longest_skill_answer():
 
 
 def test_training_wordings_are_many_and_never_the_held_out_ones():
-    from grpo_lib.tasks.skills import HELD_OUT, HELD_OUT_WORDS, TEMPLATES
+    import re
 
-    for key, templates in TEMPLATES.items():
-        train, held = templates[:-1], templates[-1]
-        assert held == HELD_OUT[key] and held not in train
+    from grpo_lib.tasks.skills import HELD_OUT, NEW_WORDS, NEW_WORDS_KEYS, TEMPLATES
+
+    def words(wording):
+        return set(re.findall(r"[a-z]+", re.sub(r"\{\w\}", "", wording.casefold())))
+
+    seen = set().union(*(words(t) for ts in TEMPLATES.values() for t in ts))
+    for key, train in TEMPLATES.items():
         assert len(set(train)) >= 384
-        assert any(w in held.casefold() for w in HELD_OUT_WORDS), held
+        # held out: new wordings, every word of which a training wording uses
+        assert len(HELD_OUT[key]) >= 3
+        for wording in HELD_OUT[key]:
+            assert wording not in train and words(wording) <= seen, wording
+        # new words: a word that no training wording uses
+        assert any(w in NEW_WORDS[key].casefold() for w in NEW_WORDS_KEYS)
+        assert words(NEW_WORDS[key]) - seen, NEW_WORDS[key]
         for wording in train:
-            assert not any(w in wording.casefold() for w in HELD_OUT_WORDS), wording
+            assert not any(w in wording.casefold() for w in NEW_WORDS_KEYS), wording
+    rows = make_skill_rows(20, seed=3, wordings="new_words")
+    assert {r["question"] for r in rows if r["skill"] == "self_cognition"} == {
+        NEW_WORDS["self_cognition"]}
+    with pytest.raises(ValueError, match="wordings"):
+        make_skill_rows(1, wordings="unseen")

@@ -45,9 +45,15 @@ DIGITS_ZH = "零一二三四五六七八九"
 # the bare core twice as likely as each other lead-in and closing. A tiny model trained
 # on two or three fixed wordings memorises them and answers a new wording as if it were
 # arithmetic; varied wordings make it read what the question is about (one number, two
-# numbers, a quoted word, "you"). The held-out test asks with one more wording per
-# skill, never used in training; its key words (HELD_OUT_WORDS) appear in no training
-# question.
+# numbers, a quoted word, "you").
+#
+# Two tests, neither used in training:
+# * HELD_OUT: new wordings made of words the training wordings use ("Write the number
+#   47 in words." where training has "Write 47 in words." and "Write the number 47 in
+#   letters."): the skill's held-out set, data/skills/test.jsonl;
+# * NEW_WORDS: one wording per question kind with a word no training wording uses
+#   ("Spell out the number 47."): data/skills/test_new_words.jsonl. A model that learned
+#   English before its SFT reads those; this one learned its English from this data.
 CORES = {
     "number_words": ["Write {n} in words.", "How do you write {n} in English words?",
                      "Say {n} in words.", "What is {n} in words?",
@@ -82,20 +88,38 @@ LEAD_INS = ["", "", "Please, ", "Quick question: ", "Hey, ", "Can you help? ",
 CLOSINGS = ["", "", " Thanks.", " Please.", " Be brief.", " Just the answer.",
             " One line."]
 HELD_OUT = {
+    "number_words": ["Write the number {n} in words.", "How do you say {n} in words?",
+                     "What is the number {n} in English words?",
+                     "Please write {n} as words."],
+    "compare": ["Which number is larger: {a} or {b}?",
+                "What is the bigger of {a} and {b}?",
+                "Between {a} and {b}, which is larger?",
+                "Pick the larger number: {a} or {b}."],
+    "translate_en_zh": ['How do you write "{w}" in Chinese?',
+                        'Please translate "{w}" into Chinese.',
+                        'Put "{w}" in Chinese.', 'Say "{w}" in Chinese, please.'],
+    "translate_zh_en": ['How do you write "{w}" in English?',
+                        'Please translate "{w}" into English.',
+                        'Put "{w}" in English.', 'Say "{w}" in English, please.'],
+    "self_cognition": ["Tell me who you are.", "What are you? Describe yourself.",
+                       "Who are you and what can you do?", "Describe what you are."],
+}
+"""Held-out wordings: none is a training wording, every word is in one."""
+NEW_WORDS = {
     "number_words": "Spell out the number {n}.",
     "compare": "Of {a} and {b}, which is greater?",
     "translate_en_zh": 'Give the Chinese word for "{w}".',
     "translate_zh_en": 'Give the English word for "{w}".',
     "self_cognition": "Introduce yourself.",
 }
+"""One wording per question kind with a word that no training wording uses."""
+NEW_WORDS_KEYS = ("spell", "greater", "give", "word ", "introduce")
+"""Those words (case-folded)."""
 
-HELD_OUT_WORDS = ("spell", "greater", "give", "word ", "introduce")
-"""Words of the held-out wordings that no training wording uses (case-folded)."""
-
-# every training wording of each question kind, then its held-out one (the last)
 TEMPLATES = {key: [lead + core + close for lead in LEAD_INS for core in cores
-                   for close in CLOSINGS] + [HELD_OUT[key]]
-             for key, cores in CORES.items()}
+                   for close in CLOSINGS] for key, cores in CORES.items()}
+"""Every training wording of each question kind."""
+WORDINGS = ("train", "held_out", "new_words")
 
 
 def number_to_words(n: int) -> str:
@@ -119,13 +143,19 @@ def number_to_chinese(n: int) -> str:
     return head + ("" if ones == 0 else DIGITS_ZH[ones])
 
 
-def _question(skill: str, rng: random.Random, held_out: bool) -> tuple[str, str, str]:
-    """``(question, answer, template key)`` of one random item of ``skill``."""
+def _question(skill: str, rng: random.Random,
+              wordings: str = "train") -> tuple[str, str, str]:
+    """``(question, answer, template key)`` of one random item of ``skill``, asked in a
+    wording of the set ``wordings`` ("train", "held_out" or "new_words")."""
     key = skill
     if skill == "translate":
         key = rng.choice(["translate_en_zh", "translate_zh_en"])
-    templates = TEMPLATES[key]
-    template = templates[-1] if held_out else rng.choice(templates[:-1])
+    if wordings == "train":
+        template = rng.choice(TEMPLATES[key])
+    elif wordings == "held_out":
+        template = rng.choice(HELD_OUT[key])
+    else:
+        template = NEW_WORDS[key]
     n = rng.randint(0, 99)
     if key == "number_words":
         return template.format(n=n), number_to_words(n), key
@@ -140,19 +170,23 @@ def _question(skill: str, rng: random.Random, held_out: bool) -> tuple[str, str,
 
 
 def make_skill_rows(n_per_skill: int, seed: int = 0, held_out: bool = False,
-                    skills: tuple = SKILLS) -> list[dict]:
+                    skills: tuple = SKILLS, wordings: str | None = None) -> list[dict]:
     """``n_per_skill`` rows of each skill: ``{"messages", "skill", "question",
-    "answer"}``. ``held_out=True`` asks with the held-out template of each skill.
+    "answer"}``, asked in training wordings, or with ``held_out=True`` in the held-out
+    ones (:data:`HELD_OUT`); ``wordings="new_words"`` asks with :data:`NEW_WORDS`.
 
     Self-cognition has only a few questions, so its rows repeat them."""
     unknown = set(skills) - set(SKILLS)
     if unknown:
         raise ValueError(f"unknown skill(s) {sorted(unknown)}; choose from {SKILLS}")
+    wordings = wordings or ("held_out" if held_out else "train")
+    if wordings not in WORDINGS:
+        raise ValueError(f"wordings={wordings!r}; choose from {WORDINGS}")
     rng = random.Random(seed)
     rows = []
     for skill in skills:
         for _ in range(n_per_skill):
-            question, answer, _key = _question(skill, rng, held_out)
+            question, answer, _key = _question(skill, rng, wordings)
             rows.append({"messages": [{"role": "user", "content": question},
                                       {"role": "assistant", "content": answer}],
                          "skill": skill, "question": question, "answer": answer})
@@ -181,10 +215,14 @@ def score_skill(skill: str, completion: str, answer: str) -> float:
 
 def write_skills(out_dir: str | Path = SKILLS_DIR, n_train: int = 500,
                  n_test: int = 100, seed: int = 0) -> dict[str, Path]:
-    """Write ``train.jsonl`` (``n_train`` rows per skill, training templates) and
-    ``test.jsonl`` (``n_test`` per skill, the held-out template) under ``out_dir``."""
+    """Write ``train.jsonl`` (``n_train`` rows per skill, training wordings),
+    ``test.jsonl`` (``n_test`` per skill, held-out wordings) and
+    ``test_new_words.jsonl`` (``n_test`` per skill, the new-word wordings) under
+    ``out_dir``."""
     splits = {"train": make_skill_rows(n_train, seed=seed),
-              "test": make_skill_rows(n_test, seed=seed + 1, held_out=True)}
+              "test": make_skill_rows(n_test, seed=seed + 1, wordings="held_out"),
+              "test_new_words": make_skill_rows(n_test, seed=seed + 1,
+                                                wordings="new_words")}
     paths = {}
     for name, rows in splits.items():
         paths[name] = write_jsonl(rows, Path(out_dir) / f"{name}.jsonl")
