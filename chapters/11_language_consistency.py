@@ -254,8 +254,9 @@ if len(mixed_rows):
 #   the base model after SFT on readable English traces), at the learning rate that
 #   keeps the cold start's accuracy ($10^{-4}$) and with room for its longer traces
 #   (128 tokens), evaluated every 50 steps; the accuracy-only twins are the runs of
-#   {ref}`ch10-grpo`. The final checkpoint of seed 0's language run is the model the
-#   next stage starts from, `data/models/tiny-qwen2-reasoning-rl`
+#   {ref}`ch10-grpo` made again with the language reward logged at weight 0 (checked
+#   below: the same runs). The final checkpoint of seed 0's language run is the model
+#   the next stage starts from, `data/models/tiny-qwen2-reasoning-rl`
 #   ({doc}`12_rejection_sampling`);
 # - **from the base model** (R1-Zero plus the language reward), evaluated every 25
 #   steps.
@@ -266,7 +267,7 @@ if len(mixed_rows):
 # %%
 SEEDS = (0, 1)
 RUN_NAMES = {  # (start, arm) -> run folder pattern
-    ("cold start", "accuracy only"): "ch10_grpo_cold_start_lr1e-4_seed{}_cpu",
+    ("cold start", "accuracy only"): "ch11_cold_acc_seed{}_cpu",
     ("cold start", "+ language"): "ch11_cold_lang_seed{}_cpu",
     ("base", "accuracy only"): "ch11_base_acc_seed{}_cpu",
     ("base", "+ language"): "ch11_base_lang_seed{}_cpu",
@@ -287,7 +288,20 @@ listing
 
 # %% [markdown]
 # The step times are from a 2-core CPU running two runs at a time, one torch thread
-# each.
+# each. A reward logged at weight 0 changes nothing in training: each accuracy-only
+# run of the cold start repeats the run of chapter 10 with the same seed, column for
+# column.
+
+# %%
+for seed in SEEDS:
+    ours = metrics["cold start", "accuracy only", seed]
+    theirs = pd.read_csv(RUNS / f"ch10_grpo_cold_start_lr1e-4_seed{seed}_cpu"
+                         / "metrics.csv")
+    shared = [c for c in theirs.columns
+              if c in ours.columns and not c.startswith("time_")]
+    same = all(ours[c].equals(theirs[c]) for c in shared)
+    print(f"seed {seed}: {len(shared)} shared columns (timings left out), "
+          f"all equal: {same}")
 
 
 # %%
@@ -393,9 +407,12 @@ plt.show()
 # Per seed: the held-out language-mixed rate at the final evaluation (`end`, step
 # 150) and averaged over the evaluations during training (`during`, the steps after
 # 0), and the mean language reward of the completions sampled in the last 25 training
-# steps (`r_lang`, 1.0 when no sampled reasoning had a Chinese character; the
-# cold-start chapter's runs did not log it). `ctrl` is the accuracy-only run, `arm`
-# the run with the language reward:
+# steps (`r_lang`, 1.0 when no sampled reasoning had a Chinese character). A greedy
+# answer shows the model's most likely habit only; so the final checkpoints were also
+# evaluated on the same 500 problems with 4 samples each at temperature 1, the
+# sampling of training (`sampled`: the share of sampled answers with a Chinese
+# character; `sampled_eval.csv` in each run folder). `ctrl` is the accuracy-only run,
+# `arm` the run with the language reward:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -410,6 +427,14 @@ def sampled_lang(m, last=25):
     return m[column].tail(last).mean() if column in m else float("nan")
 
 
+def sampled_mix(start, arm, seed):
+    """Language-mixed share of the final checkpoint's sampled held-out answers."""
+    path = RUNS / RUN_NAMES[start, arm].format(seed) / "sampled_eval.csv"
+    if not path.exists():  # the GDPO runs kept no checkpoint
+        return float("nan")
+    return pd.read_csv(path, index_col="mode").loc["sampled", "lang_mix_rate"]
+
+
 def mixing_table(start, arm, control="accuracy only"):
     """Language mixing of `arm` and its control, one row per seed."""
     rows = {}
@@ -421,19 +446,26 @@ def mixing_table(start, arm, control="accuracy only"):
             "during, ctrl": during(c), "during, arm": during(t),
             "r_lang, ctrl": sampled_lang(metrics[start, control, seed]),
             "r_lang, arm": sampled_lang(metrics[start, arm, seed]),
+            "sampled, ctrl": sampled_mix(start, control, seed),
+            "sampled, arm": sampled_mix(start, arm, seed),
             "lower at end": bool(final(t, "lang_mix_rate")
                                  < final(c, "lang_mix_rate")),
-            "lower during": bool(during(t) < during(c))}
-    return pd.DataFrame(rows).T
+            "lower during": bool(during(t) < during(c)),
+            "lower sampled": (sampled_mix(start, arm, seed)
+                              < sampled_mix(start, control, seed))}
+        if np.isnan(rows[f"{start}, seed {seed}"]["sampled, arm"]):
+            rows[f"{start}, seed {seed}"]["lower sampled"] = None
+    return pd.DataFrame(rows).T.dropna(axis=1, how="all")
 
 
 mixing = {start: mixing_table(start, "+ language") for start in ("cold start", "base")}
 for start, table in mixing.items():
     print(f"{start}: ctrl = accuracy only, arm = + language")
     display(table)
-    print(f"language run lower at the final evaluation in both seeds: "
-          f"{bool(table['lower at end'].all())}; lower on average during "
-          f"training in both seeds: {bool(table['lower during'].all())}")
+    print(f"language run lower in both seeds at the final evaluation: "
+          f"{bool(table['lower at end'].all())}; on average during training: "
+          f"{bool(table['lower during'].all())}; in the sampled answers of the "
+          f"final checkpoint: {bool(table['lower sampled'].all())}")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -450,20 +482,36 @@ say(f"With the language reward the held-out mixing falls from {start_mix:.3f} to
     f"at {base_mix['end, ctrl'].iloc[0]:.3f} and seed 1 at "
     f"{base_mix['end, ctrl'].iloc[1]:.3f}, while the sampled completions of both "
     f"still score only {base_mix['r_lang, ctrl'].iloc[0]:.3f} and "
-    f"{base_mix['r_lang, ctrl'].iloc[1]:.3f}.")
+    f"{base_mix['r_lang, ctrl'].iloc[1]:.3f}. Sampled at temperature 1, the final "
+    f"accuracy-only models mix languages in {base_mix['sampled, ctrl'].iloc[0]:.3f} "
+    f"and {base_mix['sampled, ctrl'].iloc[1]:.3f} of their answers, the language "
+    f"runs in {base_mix['sampled, arm'].iloc[0]:.4f} and "
+    f"{base_mix['sampled, arm'].iloc[1]:.4f}.")
+cold = mixing["cold start"]
+say(f"From the cold start, the sampled answers of the final checkpoints mix in "
+    f"{cold['sampled, ctrl'].iloc[0]:.4f} and {cold['sampled, ctrl'].iloc[1]:.4f} "
+    f"of the cases without the language reward and in "
+    f"{cold['sampled, arm'].iloc[0]:.4f} and {cold['sampled, arm'].iloc[1]:.4f} with "
+    f"it (seeds 0 and 1; the training samples' language reward: "
+    f"{cold['r_lang, ctrl'].iloc[0]:.4f} and {cold['r_lang, ctrl'].iloc[1]:.4f} "
+    f"against {cold['r_lang, arm'].iloc[0]:.4f} and {cold['r_lang, arm'].iloc[1]:.4f}"
+    f" in the last 25 steps)"
+    + (": the same rate in all four, the reward had nothing left to do."
+       if len(set(cold[["sampled, ctrl", "sampled, arm"]].to_numpy().ravel())) == 1
+       else "."))
 
 # %% [markdown]
 # The language reward does its job in both seeds, quickly. Without it, the mixing is
 # left to chance: accuracy-only RL reinforces whatever habit comes with right
 # answers, and which habit that is differs between seeds. Seed 0 keeps its Chinese
 # connectives; seed 1 drifts to English greedy answers by the last evaluation. So the
-# honest answer to "is the language run lower in both seeds?" depends on when you
-# look: at the final evaluation it is lower in seed 0 and tied at zero in seed 1;
-# averaged over training it is lower in both. And a greedy zero is not a sampled
-# zero: the accuracy-only seed 1 model still writes Chinese connectives in a large
-# share of its sampled completions (its `r_lang` above), where the language run's
-# samples are almost all English. The reward changed the distribution, not only its
-# mode.
+# answer to "is the language run lower in both seeds?" depends on how you look: in
+# the greedy answers of the final evaluation it is lower in seed 0 and tied at zero in
+# seed 1; averaged over training it is lower in both. A greedy zero is not a sampled
+# zero, though: the accuracy-only seed 1 model still writes Chinese connectives in a
+# large share of its sampled answers, where the language run's samples are almost all
+# English, and in the sampled answers the language run is lower in both seeds. The
+# reward changed the distribution, not only its mode.
 #
 # And the accuracy. Is a difference a cost or noise? Two yardsticks: a strict
 # accuracy on 500 problems has a binomial standard error of about
