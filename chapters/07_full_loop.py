@@ -386,8 +386,10 @@ for gpu_run in sorted((ROOT / "data" / "runs").glob("r1_zero_tiny_h100_seed*")):
     card = (gpu_run / "README.md").read_text()  # its table names the device
     device = re.search(r"^\| device \| (.+?) \|$", card, flags=re.M).group(1)
     times[gpu_run.name] = step_times(gpu_run, device)
+scratch_run = ROOT / "data" / "runs" / "ch07_r1_zero_scratch_cpu"  # rollout_engine=scratch
+times[scratch_run.name] = step_times(scratch_run, "CPU, 1 torch thread, scratch rollout")
 times = pd.DataFrame(times).T
-gpu = times.drop("this run")
+gpu = times.loc[[name for name in times.index if "h100" in name]]
 say(f"On the H100 the {int(gpu.steps.iloc[0])} steps took "
     f"{gpu['training (s)'].min():.0f}-{gpu['training (s)'].max():.0f} s, and "
     f"{(gpu['generation per step (s)'] / gpu['update per step (s)']).mean():.0f} "
@@ -395,6 +397,16 @@ say(f"On the H100 the {int(gpu.steps.iloc[0])} steps took "
     f"leaves the GPU idle while it decodes one token at a time. Here, on "
     f"{times.loc['this run', 'device']}, the steps took "
     f"{times.loc['this run', 'training (s)']:.0f} s.")
+scratch = times.loc[scratch_run.name]
+scratch_eval = pd.read_csv(scratch_run / "eval.csv").iloc[-1]
+say(f"The last row is this config run from the command line with "
+    f"`rollout_engine=scratch`: rollouts decoded by the from-scratch Qwen2 of "
+    f"chapter 16 over the policy's own weights, with a static KV cache. It samples "
+    f"the same tokens, so it reaches the same held-out "
+    f"strict accuracy ({scratch_eval['strict_acc']:.3f}); its generation takes "
+    f"{scratch['generation per step (s)']:.2f} s per step against "
+    f"{times.loc['this run', 'generation per step (s)']:.2f} s here, and its "
+    f"{int(scratch['steps'])} steps {scratch['training (s)']:.0f} s.")
 times
 
 # %% [markdown]
