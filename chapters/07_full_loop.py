@@ -386,8 +386,8 @@ for gpu_run in sorted((ROOT / "data" / "runs").glob("r1_zero_tiny_h100_seed*")):
     card = (gpu_run / "README.md").read_text()  # its table names the device
     device = re.search(r"^\| device \| (.+?) \|$", card, flags=re.M).group(1)
     times[gpu_run.name] = step_times(gpu_run, device)
-scratch_run = ROOT / "data" / "runs" / "ch07_r1_zero_scratch_cpu"  # rollout_engine=scratch
-times[scratch_run.name] = step_times(scratch_run, "CPU, 1 torch thread, scratch rollout")
+scratch_run = ROOT / "data" / "runs" / "ch07_r1_zero_scratch_cpu"  # scratch rollouts
+times[scratch_run.name] = step_times(scratch_run, "CPU, 1 thread, scratch rollout")
 times = pd.DataFrame(times).T
 gpu = times.loc[[name for name in times.index if "h100" in name]]
 say(f"On the H100 the {int(gpu.steps.iloc[0])} steps took "
