@@ -440,21 +440,19 @@ def mixing_table(start, arm, control="accuracy only"):
     rows = {}
     for seed in SEEDS:
         c, t = evals[start, control, seed], evals[start, arm, seed]
+        end_c, end_t = final(c, "lang_mix_rate"), final(t, "lang_mix_rate")
+        sampled_c = sampled_mix(start, control, seed)
+        sampled_t = sampled_mix(start, arm, seed)
         rows[f"{start}, seed {seed}"] = {
-            "end, ctrl": final(c, "lang_mix_rate"),
-            "end, arm": final(t, "lang_mix_rate"),
+            "end, ctrl": end_c, "end, arm": end_t,
             "during, ctrl": during(c), "during, arm": during(t),
             "r_lang, ctrl": sampled_lang(metrics[start, control, seed]),
             "r_lang, arm": sampled_lang(metrics[start, arm, seed]),
-            "sampled, ctrl": sampled_mix(start, control, seed),
-            "sampled, arm": sampled_mix(start, arm, seed),
-            "lower at end": bool(final(t, "lang_mix_rate")
-                                 < final(c, "lang_mix_rate")),
+            "sampled, ctrl": sampled_c, "sampled, arm": sampled_t,
+            "lower at end": bool(end_t < end_c),
             "lower during": bool(during(t) < during(c)),
-            "lower sampled": (sampled_mix(start, arm, seed)
-                              < sampled_mix(start, control, seed))}
-        if np.isnan(rows[f"{start}, seed {seed}"]["sampled, arm"]):
-            rows[f"{start}, seed {seed}"]["lower sampled"] = None
+            "lower sampled": (None if np.isnan(sampled_t)
+                              else bool(sampled_t < sampled_c))}
     return pd.DataFrame(rows).T.dropna(axis=1, how="all")
 
 

@@ -50,7 +50,8 @@ def test_add_skills_scores_the_card_and_rewrites_its_section(tmp_path, capsys):
     out = tmp_path / "model"
     main(["export", "--run", str(run), "--out", str(out), "--eval-n", "2",
           "--max-new-tokens", "4", "--command-line", "python -m grpo_lib sft ..."])
-    skills = write_jsonl(make_skill_rows(2, seed=1, held_out=True), tmp_path / "s.jsonl")
+    skills = write_jsonl(make_skill_rows(2, seed=1, wordings="held_out"),
+                         tmp_path / "s.jsonl")
     for _ in range(2):  # a second call replaces the section, it does not add one
         cards_main(["add-skills", str(out), "--skills-file", str(skills),
                     "--max-new-tokens", "4"])

@@ -65,7 +65,7 @@ def test_number_words_refuse_out_of_range():
 
 def test_skill_rows_have_their_answers_and_held_out_questions_differ():
     train = make_skill_rows(50, seed=0)
-    held = make_skill_rows(50, seed=1, held_out=True)
+    held = make_skill_rows(50, seed=1, wordings="held_out")
     assert {r["skill"] for r in train} == set(SKILLS) and len(train) == 200
     for row in train + held:
         assert score_skill(row["skill"], row["answer"], row["answer"]) == 1.0
@@ -124,7 +124,7 @@ def test_evaluate_skills_scores_greedy_answers_of_a_real_model():
     torch.manual_seed(0)
     tokenizer = build_tokenizer()
     model = random_model(tokenizer, size="micro")
-    rows = make_skill_rows(2, seed=0, held_out=True)
+    rows = make_skill_rows(2, seed=0, wordings="held_out")
     table, samples = evaluate_skills(model, tokenizer, rows, max_new_tokens=4)
     assert list(table.index) == sorted(SKILLS) and table["n"].tolist() == [2] * 4
     assert len(samples) == 8 and set(samples["correct"]) <= {0.0, 1.0}

@@ -169,17 +169,16 @@ def _question(skill: str, rng: random.Random,
     return template, IDENTITY, key
 
 
-def make_skill_rows(n_per_skill: int, seed: int = 0, held_out: bool = False,
-                    skills: tuple = SKILLS, wordings: str | None = None) -> list[dict]:
+def make_skill_rows(n_per_skill: int, seed: int = 0, skills: tuple = SKILLS,
+                    wordings: str = "train") -> list[dict]:
     """``n_per_skill`` rows of each skill: ``{"messages", "skill", "question",
-    "answer"}``, asked in training wordings, or with ``held_out=True`` in the held-out
-    ones (:data:`HELD_OUT`); ``wordings="new_words"`` asks with :data:`NEW_WORDS`.
+    "answer"}``, asked in training wordings (``wordings="train"``), in the held-out
+    ones (``"held_out"``, :data:`HELD_OUT`) or in :data:`NEW_WORDS` (``"new_words"``).
 
     Self-cognition has only a few questions, so its rows repeat them."""
     unknown = set(skills) - set(SKILLS)
     if unknown:
         raise ValueError(f"unknown skill(s) {sorted(unknown)}; choose from {SKILLS}")
-    wordings = wordings or ("held_out" if held_out else "train")
     if wordings not in WORDINGS:
         raise ValueError(f"wordings={wordings!r}; choose from {WORDINGS}")
     rng = random.Random(seed)
