@@ -6,7 +6,8 @@ Prints, for each phase, its wall time and the operators with the most self CPU t
 cache, ...), and the share of the phase's time spent outside any operator: Python and
 dispatch overhead.
 
-    python benchmarks/profile_step.py                         # scratch engine
+    python benchmarks/profile_step.py                         # fast engine
+    python benchmarks/profile_step.py --engine scratch
     python benchmarks/profile_step.py --engine transformers
     python benchmarks/profile_step.py --count-ops   # aten calls per decode step
 
@@ -45,14 +46,15 @@ def decode_step_ops(model, tok, prompts, decode_fn, new: int = 8) -> dict:
 
 def count_ops(top: int) -> None:
     from grpo_lib.models import build_tokenizer, random_model
+    from grpo_lib.fast_decode import decode_fast
     from grpo_lib.qwen2 import Qwen2, decode_static
 
     tok = build_tokenizer()
     hf = random_model(tok, size="tiny", seed=0)
     prompts = [[{"role": "user", "content": f"What is {i} + 2?"}] for i in range(4)]
-    engines = {"transformers": (hf, None),
-               "scratch": (Qwen2.from_transformers(hf, share_weights=True),
-                           decode_static)}
+    scratch = Qwen2.from_transformers(hf, share_weights=True)
+    engines = {"transformers": (hf, None), "scratch": (scratch, decode_static),
+               "fast": (scratch, decode_fast)}
     for name, (model, fn) in engines.items():
         per_op = decode_step_ops(model, tok, prompts, fn)
         busiest = sorted(per_op.items(), key=lambda kv: -kv[1])[:top]
@@ -62,8 +64,8 @@ def count_ops(top: int) -> None:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", default="scratch",
-                        choices=["scratch", "transformers"])
+    parser.add_argument("--engine", default="fast",
+                        choices=["fast", "scratch", "transformers"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--G", type=int, default=8)

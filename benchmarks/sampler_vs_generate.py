@@ -62,11 +62,12 @@ def sync(device: str) -> None:
 
 def run_sampler(model, tok, prompts, args) -> float:
     decode_fn = None
-    if args.engine == "scratch":  # the from-scratch Qwen2 over the same tensors
+    if args.engine in ("scratch", "fast"):  # the from-scratch Qwen2, same tensors
+        from grpo_lib.fast_decode import decode_fast
         from grpo_lib.qwen2 import Qwen2, decode_static
 
         model = Qwen2.from_transformers(model, share_weights=True)
-        decode_fn = decode_static
+        decode_fn = decode_fast if args.engine == "fast" else decode_static
     sync(args.device)
     start = time.perf_counter()
     generate(model, tok, prompts, num_generations=args.G,
@@ -116,9 +117,11 @@ def main(argv=None) -> dict:
     p.add_argument("--greedy", action="store_true", help="greedy instead of sampling")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--csv", default=None, help="append the result row to this CSV file")
-    p.add_argument("--engine", default="scratch", choices=["scratch", "transformers"],
-                   help="the sampler's model: grpo_lib.qwen2 + static cache (default) "
-                        "or the transformers model with a DynamicCache")
+    p.add_argument("--engine", default="fast",
+                   choices=["fast", "scratch", "transformers"],
+                   help="the sampler: grpo_lib.fast_decode's step (default), "
+                        "grpo_lib.qwen2 + static cache, or the transformers model "
+                        "with a DynamicCache")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

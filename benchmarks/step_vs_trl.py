@@ -14,9 +14,10 @@ sampling call (ours: ``grpo_lib.sampling.generate``, from ``metrics.csv``; TRL: 
 advantages, log-probs, backward, optimizer). Reported: the median over the steps after
 ``--warmup`` warm-up steps.
 
-Ours rolls out with ``--engine`` (default ``scratch``: the from-scratch Qwen2 of
-``grpo_lib.qwen2`` over the policy's own weights, static KV cache; ``transformers``:
-the policy itself). ``--dtype bfloat16`` casts the model for ours and gives TRL
+Ours rolls out with ``--engine`` (default ``fast``: :mod:`grpo_lib.fast_decode`'s
+decode step over the policy's own weights; ``scratch``: the from-scratch Qwen2 of
+``grpo_lib.qwen2`` with its static KV cache, the same tokens as ``transformers``;
+``transformers``: the policy itself). ``--dtype bfloat16`` casts the model for ours and gives TRL
 ``bf16=True``.
 
 The *floor* printed beside the measurements is the step's matrix-multiply FLOPs
@@ -259,9 +260,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=5, help="measured steps")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each trainer")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--engine", default="scratch",
-                        choices=["scratch", "transformers"],
-                        help="ours: rollout_engine (default: the from-scratch model)")
+    parser.add_argument("--engine", default="fast",
+                        choices=["fast", "scratch", "transformers"],
+                        help="ours: rollout_engine (default: the fast decode step)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--csv", default=None, help="append the result row here")
     parser.add_argument("--skip-trl", action="store_true", dest="skip_trl",

@@ -70,7 +70,7 @@ SCALE_REWARDS = ("group", "batch", "none")
 AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 PROMPT_FORMATS = ("chat", "r1_zero")
 MODEL_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "auto": "auto"}
-ROLLOUT_ENGINES = ("transformers", "scratch")
+ROLLOUT_ENGINES = ("transformers", "scratch", "fast")
 
 METRIC_COLUMNS = [
     "step",
@@ -149,8 +149,10 @@ class GRPOConfig(YAMLConfig):
     generation_batch_size: int | None = None
     """Rows decoded together in the rollout (memory knob); ``None``: all at once."""
     rollout_engine: str = "transformers"
-    """Model that samples: "transformers" (the policy) or "scratch" (grpo_lib.qwen2
-    over the policy's own weight tensors, static KV cache; same samples, faster)."""
+    """Model that samples: "transformers" (the policy), "scratch" (grpo_lib.qwen2
+    over the policy's own weight tensors, static KV cache; same samples, faster) or
+    "fast" (the same model with grpo_lib.fast_decode's step: the same distribution
+    from another random stream, fastest)."""
     dynamic_sampling: bool = False
     """DAPO: drop zero-variance groups and sample more prompts to refill the batch."""
     dynamic_sampling_max_rounds: int = 3
@@ -700,16 +702,20 @@ class GRPOTrainer(TrainingLoop):
         are the policy's own tensors (no copy, so it samples with the weights of the
         latest update); it is rebuilt whenever a policy tensor was replaced (moved to
         another device or dtype, reloaded), which :func:`_shares_weights` checks.
+        ``"fast"``: the same model, decoded by :func:`grpo_lib.fast_decode.decode_fast`,
+        which copies the shared weights into its fused layout at every rollout.
         """
         if self.config.rollout_engine == "transformers":
             return self.model, None
+        from .fast_decode import decode_fast
         from .qwen2 import Qwen2, decode_static
 
         scratch = getattr(self, "_scratch_model", None)
         if scratch is None or not _shares_weights(scratch, self.model):
             scratch = Qwen2.from_transformers(self.model, share_weights=True)
             self._scratch_model = scratch
-        return scratch, decode_static
+        fast = self.config.rollout_engine == "fast"
+        return scratch, decode_fast if fast else decode_static
 
     def _sample_batch(self) -> tuple[Rollout, list[dict], torch.Tensor, dict]:
         """Rollout + rewards for one step (with DAPO dynamic sampling if enabled).

@@ -1,0 +1,207 @@
+r"""The fast decode step: :mod:`grpo_lib.qwen2`'s decoding with few operator calls.
+
+One decode step of the tiny model multiplies 64 rows by matrices of 128-512 columns:
+little arithmetic, and on a CPU most of its time goes to *calling* operators.
+:func:`grpo_lib.qwen2.decode_static` makes about 1,000 aten calls per step (the
+modules' views, transposes, dtype casts, RoPE recomputed for every layer, the fused
+attention kernel's own set-up, ...), each a few microseconds
+(``benchmarks/profile_step.py --count-ops``). This module computes the same function
+with about 25 calls per layer:
+
+- **fused projections**: the query, key and value weights stacked into one matrix (one
+  ``addmm`` with the bias), gate and up into one, and each residual added inside the
+  projection that produces it (``addmm(x, a, W)`` is :math:`x + aW`);
+- **the attention scale folded into the query weights**: RoPE is a rotation, linear,
+  so :math:`\mathrm{RoPE}(q/\sqrt d)\cdot k = (\mathrm{RoPE}(q)\cdot k)/\sqrt d`;
+- **RoPE from a table** computed once per rollout, with ``rotate_half`` folded into
+  the projection: ``rotate_half`` is a product with a fixed matrix :math:`R` of
+  :math:`\pm 1` (:func:`rotate_half_matrix`), so :math:`\mathrm{rotate\_half}(hW +
+  b) = h(WR) + bR`, and the same ``addmm`` returns the rotated queries and keys too;
+- **attention of one query** per row against the static cache as two batched matmuls
+  with an additive mask that each step updates in place (one column);
+- **inverse-CDF sampling** (:func:`sample_inverse_cdf`): one uniform number per row
+  instead of ``torch.multinomial``'s one random number per vocabulary entry.
+
+The weights are read from the model at the start of every call (:func:`fuse_weights`
+copies them into the fused layout), so a rollout always uses the latest update. The
+logits equal :func:`grpo_lib.qwen2.decode_static`'s to float32 round-off
+(``tests/test_fast_decode.py``), and the tokens follow the same distribution, but from
+another random stream: a seeded run with ``rollout_engine="fast"`` repeats itself,
+not a run with the other engines.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .qwen2 import Qwen2, StaticKVCache, rope_cos_sin
+from .sampling import Rollout, generate, top_p_filter
+
+__all__ = ["FusedLayer", "fuse_weights", "rotate_half_matrix", "sample_inverse_cdf",
+           "decode_step", "decode_fast", "generate_fast"]
+
+
+@dataclass
+class FusedLayer:
+    """One decoder layer's weights in the fast step's layout (``x @ W`` shapes)."""
+
+    input_norm: Tensor  # [D]
+    w_qkv: Tensor  # [D, (2H + 3H_kv) d]: q, k, v, rotate_half(q), rotate_half(k)
+    b_qkv: Tensor  # [(2H + 3H_kv) d]; query columns scaled by 1 / sqrt(d)
+    w_o: Tensor  # [H d, D]
+    post_norm: Tensor  # [D]
+    w_gate_up: Tensor  # [D, 2 F]
+    w_down: Tensor  # [F, D]
+
+
+def fuse_weights(model: Qwen2) -> list[FusedLayer]:
+    """Copy each layer's weights of ``model`` into the :class:`FusedLayer` layout."""
+    s = model.settings
+    scale, d = s.head_dim ** -0.5, s.head_dim
+    layers = []
+    with torch.no_grad():
+        for layer in model.model.layers:
+            a, m = layer.self_attn, layer.mlp
+            w_qk = torch.cat([a.q_proj.weight * scale, a.k_proj.weight])  # [(H+H_kv)d, D]
+            b_qk = torch.cat([a.q_proj.bias * scale, a.k_proj.bias])  # [(H + H_kv) d]
+            R = rotate_half_matrix(d, w_qk.dtype, w_qk.device)
+            w_rot = (w_qk.t().reshape(-1, d) @ R).reshape(-1, w_qk.shape[0])
+            b_rot = (b_qk.view(-1, d) @ R).flatten()  # rotate_half of the bias
+            w_qkv = torch.cat([w_qk, a.v_proj.weight, w_rot.t()])  # [..., D]
+            b_qkv = torch.cat([b_qk, a.v_proj.bias, b_rot])
+            w_gate_up = torch.cat([m.gate_proj.weight, m.up_proj.weight])  # [2F, D]
+            layers.append(FusedLayer(
+                layer.input_layernorm.weight.detach(), w_qkv.t().contiguous(), b_qkv,
+                a.o_proj.weight.t().contiguous(),
+                layer.post_attention_layernorm.weight.detach(),
+                w_gate_up.t().contiguous(), m.down_proj.weight.t().contiguous()))
+    return layers
+
+
+def rotate_half_matrix(d: int, dtype=torch.float32, device=None) -> Tensor:
+    """``R`` ``[d, d]`` with ``x @ R == rotate_half(x)`` (``[x1, x2] -> [-x2, x1]``):
+    one nonzero, +1 or -1, per column, so the product is exact."""
+    R = torch.zeros(d, d, dtype=dtype, device=device)
+    half = torch.arange(d // 2, device=device)
+    R[half + d // 2, half] = -1.0  # output j < d/2 takes -x[j + d/2]
+    R[half, half + d // 2] = 1.0  # output j >= d/2 takes x[j - d/2]
+    return R
+
+
+def sample_inverse_cdf(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0,
+                       generator: torch.Generator | None = None) -> Tensor:
+    r"""Draw one token per row of ``logits`` ``[B, V]`` from
+    :math:`\mathrm{softmax}(z / \tau)` (restricted to the top-p nucleus) by inverting
+    its cumulative distribution:
+
+    .. math:: y = \min\{v : F_v > u\}, \qquad F_v = \sum_{w \le v} p_w,
+              \quad u \sim \mathcal{U}[0, F_V)
+
+    so token :math:`v` is drawn with probability :math:`F_v - F_{v-1} = p_v`. One
+    uniform number per row. Returns ``[B]``.
+    """
+    logits = top_p_filter(logits.float() / temperature, top_p)  # [B, V]
+    cdf = logits.softmax(dim=-1).cumsum(dim=-1)  # [B, V]
+    u = torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device)  # [B, 1]
+    token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)  # [B, 1]
+    return token.squeeze(-1).clamp_(max=cdf.shape[-1] - 1)  # [B]
+
+
+def decode_step(model: Qwen2, layers: list[FusedLayer], token: Tensor, column: int,
+                cos: Tensor, sin: Tensor, bias: Tensor, cache: StaticKVCache) -> Tensor:
+    """Logits ``[B, V]`` of the next token after ``token`` ``[B]``, which sits in
+    ``column`` of the cache. ``cos, sin``: ``[B, 1, d]`` at the rows' positions;
+    ``bias``: ``[B, max_len]``, 0 where a key may be read, very negative elsewhere."""
+    s = model.settings
+    H, H_kv, d, eps = (s.num_attention_heads, s.num_key_value_heads, s.head_dim,
+                       s.rms_norm_eps)
+    x = F.embedding(token, model.model.embed_tokens.weight)  # [B, D]
+    B, D = x.shape
+    mask = bias[:, None, None, :column + 1]  # [B, 1, 1, S]
+    for i, w in enumerate(layers):
+        h = F.rms_norm(x, (D,), w.input_norm, eps)  # [B, D]
+        qkv = torch.addmm(w.b_qkv, h, w.w_qkv)  # [B, (2H + 3H_kv) d]
+        qk = qkv[:, :(H + H_kv) * d].view(B, H + H_kv, d)  # queries and keys
+        rotated = qkv[:, (H + 2 * H_kv) * d:].view(B, H + H_kv, d)  # rotate_half(qk)
+        qk = torch.addcmul(qk * cos, rotated, sin)  # RoPE, [B, H + H_kv, d]
+        cache.keys[i][:, :, column] = qk[:, H:]  # [B, H_kv, d]
+        cache.values[i][:, :, column] = qkv[:, (H + H_kv) * d:(H + 2 * H_kv) * d].view(
+            B, H_kv, d)
+        q = qk[:, :H].reshape(B, H_kv, H // H_kv, d)  # [B, H_kv, H/H_kv, d]
+        keys = cache.keys[i][:, :, :column + 1]  # [B, H_kv, S, d]
+        scores = torch.softmax(q @ keys.transpose(-1, -2) + mask, dim=-1)
+        out = scores @ cache.values[i][:, :, :column + 1]  # [B, H_kv, H/H_kv, d]
+        x = torch.addmm(x, out.view(B, H * d), w.w_o)  # [B, D] residual inside
+        gate, up = (F.rms_norm(x, (D,), w.post_norm, eps) @ w.w_gate_up).chunk(2, -1)
+        x = torch.addmm(x, F.silu(gate) * up, w.w_down)  # [B, D]
+    x = F.rms_norm(x, (D,), model.model.norm.weight, eps)  # [B, D]
+    head = model.model.embed_tokens if model.lm_head is None else model.lm_head
+    return x @ head.weight.t()  # [B, V]
+
+
+def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
+                temperature: float = 1.0, top_p: float = 1.0, do_sample: bool = True,
+                generator: torch.Generator | None = None, stop_ids: Sequence[int],
+                pad_id: int, ignore_eos: bool = False, use_cache: bool = True):
+    """:func:`grpo_lib.qwen2.decode_static` with :func:`decode_step` and
+    :func:`sample_inverse_cdf`: the prefill is the model's own forward, every later
+    token one fast step. Same arguments, same ``(completion_ids [b, C],
+    completion_mask [b, C], finished [b])``. Runs in float32 and bfloat16 alike (the
+    softmax of the attention in the model's dtype)."""
+    if not use_cache:
+        raise ValueError("decode_fast always decodes over its static cache; for "
+                         "use_cache=False use grpo_lib.sampling.decode_batch.")
+    (b, P), device = ids.shape, ids.device
+    s, width = model.settings, ids.shape[1] + max_new_tokens
+    dtype = model.model.embed_tokens.weight.dtype
+    cache = StaticKVCache(s, b, width, dtype, device)
+    positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)  # [b, P]
+    logits = model(ids, mask, positions, cache=cache, start=0, last_only=True)[:, -1]
+    layers = fuse_weights(model)
+    table = torch.arange(positions.max() + max_new_tokens + 1, device=device)
+    cos_table, sin_table = rope_cos_sin(table[None], s.head_dim, s.rope_theta, dtype)
+    bias = torch.full((b, width), torch.finfo(dtype).min, dtype=dtype, device=device)
+    bias[:, :P].masked_fill_(mask.bool(), 0.0)  # [b, width]: prompt tokens readable
+    position = positions[:, -1]  # [b]
+    stop = torch.tensor(list(stop_ids), device=device)  # [S]
+    finished = torch.zeros(b, dtype=torch.bool, device=device)  # [b]
+    tokens, alive = [], []  # C x [b]
+    greedy = not do_sample or temperature == 0
+    for step in range(max_new_tokens):
+        token = (logits.argmax(dim=-1) if greedy else
+                 sample_inverse_cdf(logits, temperature, top_p, generator))  # [b]
+        token = torch.where(finished, pad_id, token)
+        alive.append(~finished)
+        tokens.append(token)
+        if not ignore_eos:
+            finished = finished | torch.isin(token, stop)
+            if bool(finished.all()):
+                break
+        if step == max_new_tokens - 1:
+            break
+        column = P + step
+        bias[:, column] = 0.0
+        position = position + 1  # [b]
+        cos, sin = cos_table[0, position, None], sin_table[0, position, None]
+        logits = decode_step(model, layers, token, column, cos, sin, bias, cache)
+    completion = torch.stack(tokens, dim=1)  # [b, C]
+    return completion, torch.stack(alive, dim=1).long(), finished
+
+
+def generate_fast(model: Qwen2, tokenizer, prompts: Sequence, num_generations: int = 1,
+                  max_new_tokens: int = 64, temperature: float = 1.0, top_p: float = 1.0,
+                  do_sample: bool = True, batch_size: int | None = None,
+                  seed: int | None = None, *,
+                  stop_token_ids: Sequence[int] | None = None,
+                  ignore_eos: bool = False) -> Rollout:
+    """:func:`grpo_lib.sampling.generate` with :func:`decode_fast` as the decode loop
+    (prompts, padding, seeding and the returned :class:`~grpo_lib.sampling.Rollout`
+    are the same)."""
+    return generate(model, tokenizer, prompts, num_generations, max_new_tokens,
+                    temperature, top_p, do_sample, batch_size, seed,
+                    stop_token_ids=stop_token_ids, ignore_eos=ignore_eos,
+                    decode_fn=decode_fast)

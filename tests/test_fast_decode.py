@@ -1,0 +1,192 @@
+"""Tests for grpo_lib.fast_decode, the decode step with few operator calls.
+
+The claims:
+
+- each trick computes what it replaces: ``x @ rotate_half_matrix`` is ``rotate_half``
+  exactly; a :func:`decode_step` gives the logits of a full forward pass over the
+  whole sequence to round-off, on the book's tiny and small checkpoints and on a model
+  with an untied output layer, under left padding;
+- greedy decoding gives ``transformers``' ``generate`` tokens on the checkpoints;
+- :func:`sample_inverse_cdf` draws each token with its probability (never one with
+  probability 0 or outside the top-p nucleus) and a seed repeats a rollout;
+- the trainer's ``rollout_engine="fast"`` trains and always samples with the latest
+  weights.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from grpo_lib.fast_decode import (decode_fast, decode_step, fuse_weights,
+                                  generate_fast, rotate_half_matrix,
+                                  sample_inverse_cdf)
+from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_model
+from grpo_lib.qwen2 import Qwen2, StaticKVCache, load_qwen2, rope_cos_sin, rotate_half
+from grpo_lib.sampling import generate, resolve_stop_token_ids, tokenize_prompts
+from grpo_lib.tasks import load_task_split
+from grpo_lib.trainer import GRPOConfig, GRPOTrainer
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKPOINTS = {"tiny": ROOT / "data/models/tiny-qwen2-base",
+               "small": ROOT / "data/models/small-qwen2-base"}
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return load_task_split("arithmetic", "test")["prompt"][:8]
+
+
+def test_rotate_half_matrix_is_rotate_half_exactly():
+    x = torch.randn(5, 3, 32)
+    assert torch.equal(x @ rotate_half_matrix(32), rotate_half(x))
+
+
+def _untied_model():
+    """A random Qwen2 with its own output layer (no tied embeddings)."""
+    config = Qwen2Config(vocab_size=512, hidden_size=64, intermediate_size=96,
+                         num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, tie_word_embeddings=False,
+                         max_position_embeddings=128, pad_token_id=0)
+    torch.manual_seed(0)
+    return Qwen2.from_transformers(Qwen2ForCausalLM(config).eval())
+
+
+def _padded(tok, prompts, extra, vocab):
+    _, ids, mask = tokenize_prompts(tok, prompts, tok.pad_token_id)  # [N, P]
+    tail = torch.randint(3, vocab, (ids.shape[0], extra),
+                         generator=torch.Generator().manual_seed(0))
+    assert (mask == 0).any(), "the batch should contain left padding"
+    return ids, mask, tail
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "untied"])
+def test_decode_steps_give_the_full_forward_logits(name, prompts):
+    """Prefill the prompts, then 8 tokens through decode_step: every step's logits
+    equal a full forward pass over the whole sequence to round-off."""
+    tok = build_tokenizer()
+    model = _untied_model() if name == "untied" else load_qwen2(CHECKPOINTS[name])
+    s, extra = model.settings, 8
+    if name != "untied":
+        tok = load_model_and_tokenizer(CHECKPOINTS[name])[1]
+    ids, mask, tail = _padded(tok, prompts[:4], extra, s.vocab_size)
+    (B, P), width = ids.shape, ids.shape[1] + extra
+    full_ids = torch.cat([ids, tail], dim=1)
+    full_mask = torch.cat([mask, torch.ones_like(tail)], dim=1)
+    positions = (full_mask.cumsum(-1) - 1).clamp(min=0)  # [B, width]
+    with torch.no_grad():
+        expected = model(full_ids, full_mask, positions)[:, P:]  # [B, extra, V]
+        cache = StaticKVCache(s, B, width)
+        model(ids, mask, positions[:, :P], cache=cache)
+        layers = fuse_weights(model)
+        cos, sin = rope_cos_sin(positions, s.head_dim, s.rope_theta, torch.float32)
+        bias = torch.full((B, width), torch.finfo(torch.float32).min)
+        bias[:, :P].masked_fill_(mask.bool(), 0.0)
+        got = []
+        for j in range(extra):
+            col = P + j
+            bias[:, col] = 0.0
+            got.append(decode_step(model, layers, tail[:, j], col, cos[:, col, None],
+                                   sin[:, col, None], bias, cache))
+    gap = (torch.stack(got, dim=1) - expected).abs().max().item()
+    assert gap <= 5e-5, f"{name}: decode_step logits differ by {gap:.2e}"
+
+
+@pytest.mark.parametrize("name", ["tiny", "small"])
+def test_greedy_tokens_identical_to_generate(name, prompts):
+    hf, tok = load_model_and_tokenizer(CHECKPOINTS[name], dtype=torch.float32)
+    ours = load_qwen2(CHECKPOINTS[name])
+    stop = resolve_stop_token_ids(tok, hf)
+    _, ids, mask = tokenize_prompts(tok, prompts, tok.pad_token_id)
+    with torch.no_grad():
+        expected = hf.generate(input_ids=ids, attention_mask=mask, do_sample=False,
+                               max_new_tokens=96, eos_token_id=stop,
+                               pad_token_id=tok.pad_token_id)[:, ids.shape[1]:]
+    rollout = generate_fast(ours, tok, prompts, max_new_tokens=96, do_sample=False)
+    assert rollout.finished.any(), "no row reached a stop token: a weak test"
+    assert torch.equal(rollout.completion_ids, expected), f"{name}: tokens differ"
+
+
+def test_inverse_cdf_draws_each_token_with_its_probability():
+    probs = torch.tensor([0.5, 0.0, 0.3, 0.15, 0.05])
+    logits = probs.log().expand(40_000, -1)  # log 0 = -inf: never drawn
+    gen = torch.Generator().manual_seed(0)
+    draws = sample_inverse_cdf(logits, generator=gen)
+    freq = torch.bincount(draws, minlength=5).float() / len(draws)
+    assert freq[1] == 0
+    # 40,000 draws: the standard error of a share near 0.5 is 0.0025
+    assert (freq - probs).abs().max() <= 0.01, freq
+    nucleus = sample_inverse_cdf(logits, top_p=0.75, generator=gen)
+    assert set(nucleus.tolist()) == {0, 2}  # 0.5 + 0.3 reach 0.75
+    tempered = sample_inverse_cdf(logits, temperature=0.5, generator=gen)
+    sharp = probs ** 2 / (probs ** 2).sum()  # softmax(log p / 0.5)
+    freq = torch.bincount(tempered, minlength=5).float() / len(tempered)
+    assert (freq - sharp).abs().max() <= 0.01, freq
+
+
+def test_seeded_fast_rollouts_repeat(prompts):
+    model, tok = load_qwen2(CHECKPOINTS["tiny"]), build_tokenizer()
+    kwargs = dict(num_generations=4, max_new_tokens=32, top_p=0.95)
+    a = generate_fast(model, tok, prompts[:3], seed=3, **kwargs)
+    b = generate_fast(model, tok, prompts[:3], seed=3, **kwargs)
+    c = generate_fast(model, tok, prompts[:3], seed=4, **kwargs)
+    assert torch.equal(a.completion_ids, b.completion_ids) and a.texts == b.texts
+    assert not torch.equal(a.completion_ids, c.completion_ids)
+    lengths = a.completion_mask.sum(1)
+    assert (lengths >= 1).all() and a.completion_ids.shape[1] <= 32
+
+
+def test_bfloat16_rollout_runs_and_mostly_agrees(prompts):
+    hf, tok = load_model_and_tokenizer(CHECKPOINTS["tiny"])
+    f32 = generate_fast(Qwen2.from_transformers(hf), tok, prompts, do_sample=False,
+                        max_new_tokens=32)
+    bf16 = generate_fast(Qwen2.from_transformers(hf.to(torch.bfloat16)), tok, prompts,
+                         do_sample=False, max_new_tokens=32)
+    assert bf16.completion_ids.shape[0] == f32.completion_ids.shape[0]
+    agree = sum(a == b for a, b in zip(f32.texts, bf16.texts))
+    assert agree >= len(prompts) // 2, (f32.texts, bf16.texts)
+
+
+def test_decode_fast_refuses_use_cache_false(prompts):
+    model, tok = load_qwen2(CHECKPOINTS["tiny"]), build_tokenizer()
+    with pytest.raises(ValueError, match="use_cache=False use grpo_lib.sampling"):
+        generate(model, tok, prompts[:1], max_new_tokens=4, use_cache=False,
+                 decode_fn=decode_fast)
+
+
+ROWS = [{"question": q, "answer": a,
+         "prompt": [{"role": "user", "content": f"What is {q}?"}]}
+        for q, a in [("2 + 3", "5"), ("4 * 2", "8"), ("7 - 1", "6"), ("6 - 2", "4")]]
+
+
+def digit_share(completions, **kwargs):
+    return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in completions]
+
+
+def test_fast_engine_trains_and_samples_with_the_latest_weights(tmp_path):
+    tok = build_tokenizer()
+    model = random_model(tok, size="micro", seed=0)
+    config = GRPOConfig(output_dir=str(tmp_path / "fast"), per_step_prompts=2,
+                        num_generations=4, max_completion_length=12, max_steps=3,
+                        learning_rate=3e-2, progress_bar=False, sample_every=0,
+                        seed=0, rollout_engine="fast")
+    trainer = GRPOTrainer(model, tok, [digit_share], config, ROWS)
+    trainer.train()
+    metrics = pd.read_csv(tmp_path / "fast" / "metrics.csv")
+    assert len(metrics) == 3 and metrics["loss"].notna().all()
+    sampler, decode_fn = trainer._rollout_model()
+    assert decode_fn is decode_fast
+    prompts = [r["prompt"] for r in ROWS]
+
+    def greedy(m, fn=None):
+        return generate(m, tok, prompts, do_sample=False, max_new_tokens=8,
+                        decode_fn=fn).completion_ids
+
+    assert torch.equal(greedy(sampler, decode_fast), greedy(model))
+    with torch.no_grad():  # an in-place change, like an optimizer step
+        model.model.embed_tokens.weight.mul_(-3.0)
+    changed = greedy(model)
+    assert torch.equal(greedy(sampler, decode_fast), changed), "stale weights"
