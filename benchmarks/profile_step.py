@@ -29,25 +29,11 @@ def digit_share(completions, **kwargs):
     return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in completions]
 
 
-def decode_step_ops(model, tok, prompts, decode_fn, new: int = 8) -> dict:
-    """aten calls per decode step, by operator (rollouts of ``new + 16`` and ``new``
-    tokens, difference / 16)."""
-    from grpo_lib.sampling import generate
-
-    def counts(n):
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            generate(model, tok, prompts, num_generations=2, max_new_tokens=n, seed=0,
-                     ignore_eos=True, decode_fn=decode_fn)
-        return {e.key: e.count for e in prof.key_averages() if e.key.startswith("aten")}
-
-    short, long = counts(new), counts(new + 16)
-    return {k: (long[k] - short.get(k, 0)) / 16 for k in long}
-
-
 def count_ops(top: int) -> None:
-    from grpo_lib.models import build_tokenizer, random_model
     from grpo_lib.fast_decode import decode_fast
+    from grpo_lib.models import build_tokenizer, random_model
     from grpo_lib.qwen2 import Qwen2, decode_static
+    from grpo_lib.speed import decode_step_ops
 
     tok = build_tokenizer()
     hf = random_model(tok, size="tiny", seed=0)
@@ -66,6 +52,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engine", default="fast",
                         choices=["fast", "scratch", "transformers"])
+    parser.add_argument("--share-prompt", default=True, dest="share_prompt",
+                        action=argparse.BooleanOptionalAction,
+                        help="compute each group's prompt once in the update")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--G", type=int, default=8)
@@ -93,7 +82,7 @@ def main(argv=None):
             max_completion_length=args.length, ignore_eos=True,
             micro_batch_size=args.micro_batch, max_steps=args.steps + 1,
             learning_rate=1e-5, loss_type="dapo", progress_bar=False, sample_every=0,
-            seed=0, rollout_engine=args.engine)
+            seed=0, rollout_engine=args.engine, share_group_prompt=args.share_prompt)
         trainer = GRPOTrainer(model, tok, [digit_share], config,
                               [{"prompt": r["prompt"]} for r in rows])
         sample, update = trainer._sample_batch, trainer._update

@@ -17,8 +17,10 @@ advantages, log-probs, backward, optimizer). Reported: the median over the steps
 Ours rolls out with ``--engine`` (default ``fast``: :mod:`grpo_lib.fast_decode`'s
 decode step over the policy's own weights; ``scratch``: the from-scratch Qwen2 of
 ``grpo_lib.qwen2`` with its static KV cache, the same tokens as ``transformers``;
-``transformers``: the policy itself). ``--dtype bfloat16`` casts the model for ours and gives TRL
-``bf16=True``.
+``transformers``: the policy itself). In the update ours computes each group's prompt
+once (``--share-prompt``, on by default; ``--no-share-prompt`` computes it G times, as
+TRL does): the same log-probs and gradients, (G-1)P/(G(P+C)) less work in the layers.
+``--dtype bfloat16`` casts the model for ours and gives TRL ``bf16=True``.
 
 The *floor* printed beside the measurements is the step's matrix-multiply FLOPs
 (rollout: prefill + one token per row per decode step; update: forward + backward = 3
@@ -42,7 +44,6 @@ import dataclasses
 import datetime
 import io
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -50,6 +51,8 @@ import warnings
 from pathlib import Path
 
 import torch
+
+from grpo_lib.speed import machine_description, matmul_peak, step_flops
 
 
 def digit_share(completions, **kwargs):
@@ -62,63 +65,21 @@ def _median(values):
     return statistics.median(values) if values else float("nan")
 
 
-def matmul_peak(dtype: torch.dtype, size: int = 1024, repeats: int = 30) -> float:
-    """FLOP/s of ``torch.matmul`` on ``size x size`` matrices (``2 size^3`` FLOPs):
-    the fastest of ``repeats`` timed runs after three warm-ups (a peak is the best
-    the machine does; a slower run was disturbed)."""
-    a = torch.randn(size, size).to(dtype)
-    b = torch.randn(size, size).to(dtype)
-    times = []
-    for i in range(repeats + 3):
-        t0 = time.perf_counter()
-        torch.matmul(a, b)
-        if i >= 3:
-            times.append(time.perf_counter() - t0)
-    return 2 * size**3 / min(times)
-
-
-def forward_flops(cfg, rows: int, new: int, context: int) -> float:
-    """Matmul FLOPs of one forward over ``new`` tokens per row that attend to
-    ``context`` earlier tokens (plus themselves, causally), logits for every new token:
-    ``2 N_mm`` per token (N_mm = weights in matmuls, output layer included) plus
-    ``4 H d`` per (query, key) pair and layer (Q K^T and the weighted sum of V)."""
-    D, F_, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
-    H, H_kv, L = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.num_hidden_layers
-    d = getattr(cfg, "head_dim", None) or D // H
-    n_mm = L * (2 * D * H * d + 2 * D * H_kv * d + 3 * D * F_) + V * D
-    pairs = new * context + new * (new + 1) / 2  # keys seen by the new queries
-    return rows * (2 * n_mm * new + 4 * L * H * d * pairs)
-
-
-def step_flops(cfg, rows: int, prompt_len: int, length: int) -> tuple[float, float]:
-    """(rollout, update) matmul FLOPs of one step: ``rows`` completions of ``length``
-    tokens after ``prompt_len`` prompt tokens. Rollout: a prefill, then ``length - 1``
-    one-token decode steps. Update: forward + backward ~ 3 forwards of the whole
-    sequence (the backward computes gradients for activations and weights)."""
-    rollout = forward_flops(cfg, rows, prompt_len, 0)  # prefill
-    rollout += sum(forward_flops(cfg, rows, 1, prompt_len + t)
-                   for t in range(length - 1))
-    update = 3 * forward_flops(cfg, rows, prompt_len + length, 0)
-    return rollout, update
-
-
-def machine_description() -> dict:
-    """CPU model, cores, torch threads and whether the CPU has bfloat16 hardware."""
-    name, flags = platform.processor() or platform.machine(), set()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and name in ("", platform.machine()):
-                name = line.split(":", 1)[1].strip()
-            if line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-    bf16 = sorted(f for f in flags if "bf16" in f or f.startswith("amx"))
-    device = "cpu"
-    if torch.cuda.is_available():
-        device, name = "cuda", torch.cuda.get_device_name()
-    return {"device": device, "machine": name, "cores": os.cpu_count(),
-            "threads": torch.get_num_threads(),
-            "bf16_hardware": " ".join(bf16) or "none",
-            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+def append_row(path: Path, row: dict) -> None:
+    """Append ``row`` to the CSV at ``path``; when it brings a column the file lacks,
+    rewrite the file with the union of the columns (older rows get blanks)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows, fields = [], list(row)
+    if path.exists():
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            old = list(reader.fieldnames or [])
+        fields = old + [f for f in row if f not in old]
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, restval="")
+        writer.writeheader()
+        writer.writerows(rows + [row])
 
 
 def run_ours(model, tokenizer, prompts, args, out_dir):
@@ -142,6 +103,7 @@ def run_ours(model, tokenizer, prompts, args, out_dir):
         sample_every=0,
         seed=0,
         rollout_engine=args.engine,
+        share_group_prompt=args.share_prompt,
     )
     ends = []
     trainer = GRPOTrainer(
@@ -263,6 +225,10 @@ def main(argv=None):
     parser.add_argument("--engine", default="fast",
                         choices=["fast", "scratch", "transformers"],
                         help="ours: rollout_engine (default: the fast decode step)")
+    parser.add_argument("--share-prompt", default=True, dest="share_prompt",
+                        action=argparse.BooleanOptionalAction,
+                        help="ours: compute each group's prompt once in the update "
+                             "(share_group_prompt; default on)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--csv", default=None, help="append the result row here")
     parser.add_argument("--skip-trl", action="store_true", dest="skip_trl",
@@ -314,7 +280,8 @@ def main(argv=None):
     peak = matmul_peak(dtype)
     floor = sum(flops) / peak
     print(f"model: {name} ({params / 1e6:.2f}M params, {args.dtype}) | device: "
-          f"{machine['device']} | ours rolls out with: {args.engine}")
+          f"{machine['device']} | ours rolls out with: {args.engine}, prompt once "
+          f"per group in the update: {args.share_prompt}")
     print(f"machine: {machine['machine']}, {machine['cores']} cores, torch "
           f"{torch.__version__} ({machine['cpu_capability']}), "
           f"{machine['threads']} threads, bf16 hardware: {machine['bf16_hardware']}")
@@ -356,6 +323,7 @@ def main(argv=None):
             "date": now.strftime("%Y-%m-%d %H:%M"), **machine,
             "load_1min_before": load_before, "model": name,
             "params": params, "dtype": args.dtype, "engine": args.engine,
+            "share_prompt": args.share_prompt,
             "prompts": args.prompts, "G": args.G, "length": args.length,
             "prompt_len": prompt_len, "micro_batch": args.micro_batch,
             "loss_type": args.loss_type, "steps": measured,
@@ -369,15 +337,8 @@ def main(argv=None):
             "ours_over_floor": round(s0 / floor, 2), "torch": torch.__version__,
             "transformers": transformers.__version__, "trl": trl_version,
         }
-        path = Path(args.csv)  # one row per run; the header once
-        path.parent.mkdir(parents=True, exist_ok=True)
-        new_file = not path.exists()
-        with path.open("a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(result))
-            if new_file:
-                writer.writeheader()
-            writer.writerow(result)
-        print(f"appended a row to {path}")
+        append_row(Path(args.csv), result)
+        print(f"appended a row to {args.csv}")
     return rows
 
 

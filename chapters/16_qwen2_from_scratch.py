@@ -711,7 +711,8 @@ say(f"Matrix products (`aten::mm`, `aten::addmm`, `aten::bmm`) take "
 # small, every one of the few hundred operations of a decode step is a separate call
 # with its own fixed cost, so what remains is to do fewer of them (fusing, compiling),
 # to make each cheaper (bfloat16), and on a GPU to replay a whole step as one CUDA
-# graph, which the fixed shapes of this cache allow.
+# graph, which the fixed shapes of this cache allow. {doc}`19_fast_steps` does the
+# first, on a CPU.
 #
 # (ch16-memory)=
 # ## The memory of training

@@ -42,7 +42,7 @@ from .qwen2 import Qwen2, StaticKVCache, rope_cos_sin
 from .sampling import Rollout, generate, top_p_filter
 
 __all__ = ["FusedLayer", "fuse_weights", "rotate_half_matrix", "sample_inverse_cdf",
-           "decode_step", "decode_fast", "generate_fast"]
+           "decode_step", "prefill_once", "decode_fast", "generate_fast"]
 
 
 @dataclass
@@ -66,7 +66,7 @@ def fuse_weights(model: Qwen2) -> list[FusedLayer]:
     with torch.no_grad():
         for layer in model.model.layers:
             a, m = layer.self_attn, layer.mlp
-            w_qk = torch.cat([a.q_proj.weight * scale, a.k_proj.weight])  # [(H+H_kv)d, D]
+            w_qk = torch.cat([a.q_proj.weight * scale, a.k_proj.weight])  # [., D]
             b_qk = torch.cat([a.q_proj.bias * scale, a.k_proj.bias])  # [(H + H_kv) d]
             R = rotate_half_matrix(d, w_qk.dtype, w_qk.device)
             w_rot = (w_qk.t().reshape(-1, d) @ R).reshape(-1, w_qk.shape[0])
@@ -104,6 +104,9 @@ def sample_inverse_cdf(logits: Tensor, temperature: float = 1.0, top_p: float = 
     so token :math:`v` is drawn with probability :math:`F_v - F_{v-1} = p_v`. One
     uniform number per row. Returns ``[B]``.
     """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 to sample, got {temperature!r}; "
+                         "for greedy decoding take logits.argmax(-1).")
     logits = top_p_filter(logits.float() / temperature, top_p)  # [B, V]
     cdf = logits.softmax(dim=-1).cumsum(dim=-1)  # [B, V]
     u = torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device)  # [B, 1]
@@ -143,15 +146,44 @@ def decode_step(model: Qwen2, layers: list[FusedLayer], token: Tensor, column: i
     return x @ head.weight.t()  # [B, V]
 
 
+def prefill_once(model: Qwen2, ids: Tensor, mask: Tensor, positions: Tensor,
+                 cache: StaticKVCache) -> Tensor:
+    """Run the prompts ``ids, mask, positions`` ``[b, P]`` through ``model``, each
+    distinct prompt once (a GRPO rollout repeats every prompt G times in consecutive
+    rows), and write their keys and values into columns ``0 .. P-1`` of ``cache`` for
+    every row. Returns the last position's logits ``[b, V]``."""
+    rows = torch.cat([ids, mask], dim=1)  # [b, 2P]: equal rows, equal prompts
+    unique, inverse = torch.unique_consecutive(rows, dim=0, return_inverse=True)
+    if len(unique) == len(rows):
+        return model(ids, mask, positions, cache=cache, start=0, last_only=True)[:, -1]
+    first = torch.zeros(len(unique), dtype=torch.long, device=ids.device)
+    first[inverse] = torch.arange(len(rows), device=ids.device)  # a row of each
+    small = StaticKVCache(model.settings, len(unique), ids.shape[1],
+                          cache.keys[0].dtype, ids.device)
+    logits = model(ids[first], mask[first], positions[first], cache=small, start=0,
+                   last_only=True)[:, -1]  # [n, V]
+    P = ids.shape[1]
+    for big, little in zip(cache.keys + cache.values, small.keys + small.values):
+        big[:, :, :P] = little[inverse]  # [b, H_kv, P, d]
+    return logits[inverse]  # [b, V]
+
+
 def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
                 temperature: float = 1.0, top_p: float = 1.0, do_sample: bool = True,
                 generator: torch.Generator | None = None, stop_ids: Sequence[int],
                 pad_id: int, ignore_eos: bool = False, use_cache: bool = True):
-    """:func:`grpo_lib.qwen2.decode_static` with :func:`decode_step` and
-    :func:`sample_inverse_cdf`: the prefill is the model's own forward, every later
-    token one fast step. Same arguments, same ``(completion_ids [b, C],
-    completion_mask [b, C], finished [b])``. Runs in float32 and bfloat16 alike (the
-    softmax of the attention in the model's dtype)."""
+    r""":func:`grpo_lib.qwen2.decode_static` with :func:`decode_step` and
+    :func:`sample_inverse_cdf`: the prefill is the model's own forward, once per
+    distinct prompt (:func:`prefill_once`), every later token one fast step.
+
+    Same arguments; returns ``(completion_ids [b, C], completion_mask [b, C],
+    finished [b], sampler_logprobs [b, C])``, the last being the log-probability of
+    each chosen token under :math:`\mathrm{softmax}(z / \tau)` in the sampler's own
+    numerics (:math:`\tau = 1` when greedy; 0 after a row's stop token), which the
+    importance-sampling correction compares with the trainer's
+    (:func:`grpo_lib.losses.sampling_importance_weights`). Runs in float32 and
+    bfloat16 alike (the attention's softmax in the model's dtype).
+    """
     if not use_cache:
         raise ValueError("decode_fast always decodes over its static cache; for "
                          "use_cache=False use grpo_lib.sampling.decode_batch.")
@@ -160,7 +192,7 @@ def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
     dtype = model.model.embed_tokens.weight.dtype
     cache = StaticKVCache(s, b, width, dtype, device)
     positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)  # [b, P]
-    logits = model(ids, mask, positions, cache=cache, start=0, last_only=True)[:, -1]
+    logits = prefill_once(model, ids, mask, positions, cache)  # [b, V]
     layers = fuse_weights(model)
     table = torch.arange(positions.max() + max_new_tokens + 1, device=device)
     cos_table, sin_table = rope_cos_sin(table[None], s.head_dim, s.rope_theta, dtype)
@@ -169,12 +201,15 @@ def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
     position = positions[:, -1]  # [b]
     stop = torch.tensor(list(stop_ids), device=device)  # [S]
     finished = torch.zeros(b, dtype=torch.bool, device=device)  # [b]
-    tokens, alive = [], []  # C x [b]
+    tokens, alive, logprobs = [], [], []  # C x [b]
     greedy = not do_sample or temperature == 0
+    tau = 1.0 if greedy else temperature
     for step in range(max_new_tokens):
         token = (logits.argmax(dim=-1) if greedy else
                  sample_inverse_cdf(logits, temperature, top_p, generator))  # [b]
         token = torch.where(finished, pad_id, token)
+        logp = torch.log_softmax(logits.float() / tau, dim=-1)  # [b, V]
+        logprobs.append(logp.gather(1, token[:, None]).squeeze(1))  # [b]
         alive.append(~finished)
         tokens.append(token)
         if not ignore_eos:
@@ -189,13 +224,15 @@ def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
         cos, sin = cos_table[0, position, None], sin_table[0, position, None]
         logits = decode_step(model, layers, token, column, cos, sin, bias, cache)
     completion = torch.stack(tokens, dim=1)  # [b, C]
-    return completion, torch.stack(alive, dim=1).long(), finished
+    alive = torch.stack(alive, dim=1)  # [b, C]
+    sampler_logp = torch.stack(logprobs, dim=1).masked_fill(~alive, 0.0)  # [b, C]
+    return completion, alive.long(), finished, sampler_logp
 
 
 def generate_fast(model: Qwen2, tokenizer, prompts: Sequence, num_generations: int = 1,
-                  max_new_tokens: int = 64, temperature: float = 1.0, top_p: float = 1.0,
-                  do_sample: bool = True, batch_size: int | None = None,
-                  seed: int | None = None, *,
+                  max_new_tokens: int = 64, temperature: float = 1.0,
+                  top_p: float = 1.0, do_sample: bool = True,
+                  batch_size: int | None = None, seed: int | None = None, *,
                   stop_token_ids: Sequence[int] | None = None,
                   ignore_eos: bool = False) -> Rollout:
     """:func:`grpo_lib.sampling.generate` with :func:`decode_fast` as the decode loop

@@ -38,6 +38,8 @@ each micro-batch's token sum by the number of active tokens in the *whole* batch
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .objective import clipped_surrogate, clipped_tokens, kl_estimate, probability_ratio
@@ -170,6 +172,59 @@ def reinforce_token_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.
 # --------------------------------------------------------------------------------------
 # The loss the trainer calls
 # --------------------------------------------------------------------------------------
+SAMPLING_IS_MODES = ("token_truncate", "token_mask", "sequence_truncate",
+                     "sequence_mask")
+
+
+def sampling_importance_weights(
+    trainer_logp: torch.Tensor,
+    sampler_logp: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str = "sequence_mask",
+    clip_min: float | None = None,
+    clip_max: float | None = 3.0,
+) -> torch.Tensor:
+    r"""Importance weights for the gap between the sampler's numerics and the
+    trainer's (TRL's ``vllm_importance_sampling_correction``).
+
+    The tokens were drawn by the sampler, :math:`\mu`; the loss is written for the
+    trainer's :math:`\pi_{\mathrm{old}}` (the same weights, other kernels, perhaps
+    another dtype). Weighting each token's loss by their ratio makes it an estimate
+    under :math:`\pi_{\mathrm{old}}` again:
+
+    .. math::
+
+        w_{i,t} = \frac{\pi_{\mathrm{old}}(o_{i,t})}{\mu(o_{i,t})}
+                = e^{\ell^{\mathrm{old}}_{i,t} - \ell^{\mu}_{i,t}}
+        \ (\texttt{token\_*}), \qquad
+        w_i = e^{\sum_t (\ell^{\mathrm{old}}_{i,t} - \ell^{\mu}_{i,t})}
+        \ (\texttt{sequence\_*})
+
+    A rare token can make :math:`w` huge, so it is bounded: ``*_truncate`` clips it to
+    ``[clip_min, clip_max]``, ``*_mask`` sets it to 0 outside that range (the token or
+    the whole completion stops counting). ``None`` leaves a side open. ``trainer_logp,
+    sampler_logp, mask``: ``[B, T]``. Returns detached weights, ``[B, T]`` (token
+    modes) or ``[B, 1]`` (sequence modes), to multiply the per-token loss.
+    """
+    if mode not in SAMPLING_IS_MODES:
+        raise ValueError(f"mode={mode!r}; choose one of {SAMPLING_IS_MODES}.")
+    if trainer_logp.shape != sampler_logp.shape or trainer_logp.shape != mask.shape:
+        raise ValueError(
+            f"trainer_logp {tuple(trainer_logp.shape)}, sampler_logp "
+            f"{tuple(sampler_logp.shape)} and mask {tuple(mask.shape)} must match.")
+    with torch.no_grad():
+        gap = (trainer_logp.float() - sampler_logp.float()) * mask  # [B, T]
+        gap = torch.nan_to_num(gap, nan=0.0)  # an unknown log-prob: weight 1
+        if mode.startswith("sequence"):
+            gap = gap.sum(dim=-1, keepdim=True)  # [B, 1]
+        w = gap.exp()
+        low = -math.inf if clip_min is None else clip_min
+        high = math.inf if clip_max is None else clip_max
+        if mode.endswith("truncate"):
+            return w.clamp(min=low, max=high)
+        return w.masked_fill((w < low) | (w > high), 0.0)
+
+
 def _check_inputs(logp, old_logp, advantages, mask, loss_type, epsilon, beta, ref_logp):
     if loss_type not in LOSS_TYPES:
         raise ValueError(
@@ -228,6 +283,7 @@ def policy_loss(
     use_bias_correction_kl: bool = True,
     num_micro_batches: float = 1,
     num_items_in_batch: torch.Tensor | float | None = None,
+    sampling_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO-family policy loss of one micro-batch, ready for ``loss.backward()``.
 
@@ -271,6 +327,9 @@ def policy_loss(
             each micro-batch by its share of the rows — the trainer passes that).
         num_items_in_batch: active tokens in the whole accumulated batch (``dapo``);
             defaults to this micro-batch's ``mask.sum()``.
+        sampling_weights: ``[B, T]`` or ``[B, 1]`` importance weights for the
+            sampler/trainer gap (:func:`sampling_importance_weights`); they multiply
+            the per-token policy loss before the KL term is added, as in TRL.
 
     Returns:
         ``(loss, stats)``; ``stats`` holds floats measured on this micro-batch's active
@@ -297,6 +356,9 @@ def policy_loss(
         per_token_loss, ratio = clipped_token_loss(
             logp, old_logp, advantages, epsilon, eps_high
         )
+
+    if sampling_weights is not None:
+        per_token_loss = per_token_loss * sampling_weights.detach()  # [B, T]
 
     if beta != 0.0:
         per_token_kl = kl_estimate(logp, ref_logp, kind="k3")  # [B, T]

@@ -59,6 +59,8 @@ class Rollout:
     texts: list[str]         # B decoded completions, special tokens removed
     prompts: list[str]       # B rendered prompt strings (each repeated G times)
     num_generations: int = 1  # G, the group size
+    sampler_logprobs: Tensor | None = None  # [B, C] log-probs of the sampled tokens
+    # under the sampler's own numerics (decode loops that return them: decode_fast)
 
     @property
     def completion_lengths(self) -> Tensor:
@@ -383,6 +385,10 @@ def generate(
     completion_mask = torch.cat([_pad_to(p[1], width, 0, left=False)
                                  for p in pieces]).clone()  # [B, C]
     finished = torch.cat([p[2] for p in pieces]).clone()  # [B]
+    sampler_logprobs = None  # a 4th output of the decode loop, when it has one
+    if all(len(p) > 3 for p in pieces):
+        sampler_logprobs = torch.cat([_pad_to(p[3], width, 0.0, left=False)
+                                      for p in pieces]).clone()  # [B, C]
     decoded = [
         tokenizer.decode(row[: int(n)].tolist(), skip_special_tokens=True)
         for row, n in zip(completion_ids.cpu(), completion_mask.sum(-1).cpu())
@@ -396,4 +402,5 @@ def generate(
         texts=decoded,
         prompts=[t for t in texts for _ in range(num_generations)],
         num_generations=num_generations,
+        sampler_logprobs=sampler_logprobs,
     )

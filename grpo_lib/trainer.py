@@ -53,8 +53,10 @@ import torch
 from . import parsing
 from .advantages import decoupled_advantages, group_advantages
 from .logprobs import sequence_logprobs
-from .losses import LOSS_TYPES, policy_loss
+from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, policy_loss,
+                     sampling_importance_weights)
 from .sampling import Rollout, generate
+from .shared_prompt import group_logprobs
 from .training_loop import (
     LR_SCHEDULERS,
     RunSettings,
@@ -103,6 +105,11 @@ METRIC_COLUMNS = [
     "time_step",
 ]
 """Columns of ``metrics.csv``; then one ``reward/<name>`` column per reward function."""
+SAMPLING_COLUMNS = ["sampling_weight_mean", "sampling_weight_min",
+                    "sampling_weight_max", "sampling_logp_gap_mean",
+                    "sampling_logp_gap_max"]
+"""Added with ``sampling_correction``: the importance weights of the first pass over
+the batch and the |trainer - sampler| log-prob gap of its tokens."""
 
 
 # ======================================================================================
@@ -195,6 +202,21 @@ class GRPOConfig(YAMLConfig):
     """Clip the global gradient norm to this (0: no clipping; the norm is logged)."""
     micro_batch_size: int | None = None
     """Rows per forward/backward (gradient accumulation); ``None``: the whole batch."""
+    sampling_correction: bool = False
+    """Weight each token's loss by pi_old / pi_sampler (truncated importance
+    sampling for the gap between the sampler's numerics and the trainer's; TRL's
+    vllm_importance_sampling_correction). Needs rollout_engine="fast"."""
+    sampling_correction_mode: str = "sequence_mask"
+    """token_truncate | token_mask | sequence_truncate | sequence_mask (TRL's
+    default): per token or per completion; clip the weight or drop what is outside."""
+    sampling_correction_clip_max: float | None = 3.0
+    """Upper bound of the weight (None: none)."""
+    sampling_correction_clip_min: float | None = None
+    """Lower bound of the weight (None: none)."""
+    share_group_prompt: bool = False
+    """Update: compute each group's prompt once for its G completions
+    (grpo_lib.shared_prompt; the same log-probs to round-off, less work). Needs a
+    Qwen2 policy and a micro_batch_size that is a multiple of num_generations."""
     max_steps: int = 100
     """Training steps (each: one rollout batch and num_iterations optimizer updates)."""
     seed: int = 0
@@ -274,6 +296,25 @@ class GRPOConfig(YAMLConfig):
                     f"{self.per_step_prompts} * {self.num_generations} = "
                     f"{self.batch_size}; pick one of {divisors}."
                 )
+        if self.sampling_correction:
+            if self.sampling_correction_mode not in SAMPLING_IS_MODES:
+                bad(f"sampling_correction_mode={self.sampling_correction_mode!r}; "
+                    f"choose one of {SAMPLING_IS_MODES}.")
+            if self.rollout_engine != "fast":
+                bad(f"sampling_correction needs the sampler's log-probs, which only "
+                    f"rollout_engine='fast' returns (got {self.rollout_engine!r}).")
+            low, high = (self.sampling_correction_clip_min,
+                         self.sampling_correction_clip_max)
+            if (low is not None and low < 0) or (high is not None and high <= 0) or (
+                    low is not None and high is not None and low >= high):
+                bad(f"sampling_correction_clip_min={low!r}, "
+                    f"sampling_correction_clip_max={high!r}: need 0 <= min < max.")
+        if (self.share_group_prompt and self.micro_batch_size is not None
+                and isinstance(self.num_generations, int) and self.num_generations > 0
+                and self.micro_batch_size % self.num_generations):
+            bad(f"share_group_prompt needs micro-batches of whole groups: "
+                f"micro_batch_size={self.micro_batch_size} is not a multiple of "
+                f"num_generations={self.num_generations}.")
         if not self.epsilon > 0:
             bad(
                 f"epsilon={self.epsilon!r}: the clip range [1 - eps, 1 + eps] needs "
@@ -438,6 +479,19 @@ def _shares_weights(scratch, model) -> bool:
     )
 
 
+def _check_groups_share_prompts(ids: torch.Tensor, mask: torch.Tensor, G: int) -> None:
+    """Refuse a batch whose groups of G consecutive rows do not repeat one prompt
+    (``share_group_prompt`` computes one row per group)."""
+    B, P = ids.shape
+    if B % G:
+        raise ValueError(f"share_group_prompt: {B} rows are not whole groups of {G}.")
+    for t, name in ((ids, "ids"), (mask, "mask")):
+        grouped = t.view(B // G, G, P)
+        if not torch.equal(grouped, grouped[:, :1].expand_as(grouped)):
+            raise ValueError(f"share_group_prompt: the prompt {name} differ inside a "
+                             f"group; rows must be group-major (G rows per prompt).")
+
+
 def _select_rollout(rollout: Rollout, rows: list[int], pad_id: int) -> Rollout:
     """The rows ``rows`` of a rollout (used to drop zero-variance groups)."""
     idx = torch.tensor(rows, dtype=torch.long, device=rollout.completion_ids.device)
@@ -450,6 +504,8 @@ def _select_rollout(rollout: Rollout, rows: list[int], pad_id: int) -> Rollout:
         texts=[rollout.texts[i] for i in rows],
         prompts=[rollout.prompts[i] for i in rows],
         num_generations=rollout.num_generations,
+        sampler_logprobs=(None if rollout.sampler_logprobs is None
+                          else rollout.sampler_logprobs[idx]),
     )
 
 
@@ -466,6 +522,9 @@ def _concat_rollouts(parts: Sequence[Rollout], pad_id: int) -> Rollout:
         texts=[t for p in parts for t in p.texts],
         prompts=[t for p in parts for t in p.prompts],
         num_generations=parts[0].num_generations,
+        sampler_logprobs=(
+            None if any(p.sampler_logprobs is None for p in parts)
+            else _pad_cat([p.sampler_logprobs for p in parts], 0.0, left=False)),
     )
 
 
@@ -802,8 +861,20 @@ class GRPOTrainer(TrainingLoop):
             mask = mask * rollout.finished.to(dev).float().unsqueeze(1)  # [B, C]
         adv = advantages.to(dev, torch.float32)  # [B]
         num_items = mask.sum()  # active tokens in the whole batch (dapo's normaliser)
+        sampler_logp = None
+        if cfg.sampling_correction:
+            if rollout.sampler_logprobs is None:
+                raise ValueError("sampling_correction: this rollout has no sampler "
+                                 "log-probs; roll out with rollout_engine='fast'.")
+            sampler_logp = rollout.sampler_logprobs.to(dev)  # [B, C]
+        weights_seen = []  # the importance weights of the first pass, for the log
 
         def logprobs(m, sl, entropy=False):
+            if cfg.share_group_prompt:  # one prompt row per group
+                G = cfg.num_generations
+                return group_logprobs(m, p_ids[sl][::G], p_mask[sl][::G], c_ids[sl],
+                                      mask[sl], temperature=cfg.temperature,
+                                      return_entropy=entropy)
             return sequence_logprobs(
                 m,
                 p_ids[sl],
@@ -813,6 +884,9 @@ class GRPOTrainer(TrainingLoop):
                 temperature=cfg.temperature,
                 return_entropy=entropy,
             )
+
+        if cfg.share_group_prompt:
+            _check_groups_share_prompts(p_ids, p_mask, cfg.num_generations)
 
         with torch.no_grad():
             ref = (
@@ -843,6 +917,18 @@ class GRPOTrainer(TrainingLoop):
                     entropy_sum += (ent.detach() * mask[sl]).sum().item()
                 else:
                     logp = logprobs(model, sl)  # [b, C]
+                weights = None
+                if sampler_logp is not None:  # pi_old / pi_sampler
+                    trainer_logp = logp.detach() if old is None else old[sl]
+                    weights = sampling_importance_weights(
+                        trainer_logp, sampler_logp[sl], mask[sl],
+                        cfg.sampling_correction_mode,
+                        cfg.sampling_correction_clip_min,
+                        cfg.sampling_correction_clip_max)  # [b, C] or [b, 1]
+                    if it == 0:
+                        weights_seen.append((weights.expand_as(mask[sl])
+                                             [mask[sl] > 0], trainer_logp
+                                             - sampler_logp[sl], mask[sl]))
                 loss, st = policy_loss(
                     logp,
                     None if old is None else old[sl],
@@ -857,6 +943,7 @@ class GRPOTrainer(TrainingLoop):
                     use_bias_correction_kl=cfg.use_bias_correction_kl,
                     num_micro_batches=B / rows,
                     num_items_in_batch=num_items,
+                    sampling_weights=weights,
                 )
                 if not torch.isfinite(loss):
                     where = f"pass {it + 1}, micro-batch {k + 1}"
@@ -900,6 +987,13 @@ class GRPOTrainer(TrainingLoop):
         }
         if cfg.beta == 0:
             out["kl"] = math.nan
+        if weights_seen:  # TRL's sampling/* metrics
+            w = torch.cat([x[0] for x in weights_seen])
+            gap = torch.cat([x[1][x[2] > 0] for x in weights_seen]).abs()
+            for name, t in (("sampling_weight", w), ("sampling_logp_gap", gap)):
+                for stat in ("mean", "min", "max"):
+                    value = getattr(t, stat)().item() if len(t) else math.nan
+                    out[f"{name}_{stat}"] = value
         out.update(
             entropy=entropy_sum / first_pass_tokens if first_pass_tokens else math.nan,
             loss=float(np.mean(losses)) if losses else math.nan,
@@ -1008,7 +1102,8 @@ class GRPOTrainer(TrainingLoop):
 
     # ------------------------------------------------------------------ logging
     def _metric_columns(self) -> list[str]:
-        return METRIC_COLUMNS + [f"reward/{n}" for n in self.reward_names]
+        extra = SAMPLING_COLUMNS if self.config.sampling_correction else []
+        return METRIC_COLUMNS + extra + [f"reward/{n}" for n in self.reward_names]
 
     def _log_samples(self) -> None:
         if self._last_batch is None:

@@ -247,6 +247,22 @@ def _ch16_cache_all_query_heads(settings, batch_size, max_len, bytes_per_number)
     return (2 * s.num_hidden_layers * batch_size * s.num_attention_heads * max_len
             * s.head_dim * bytes_per_number)
 
+def _ch19_rotate_the_other_way(d):
+    from grpo_lib.fast_decode import rotate_half_matrix
+
+    return -rotate_half_matrix(d)  # [x1, x2] -> [x2, -x1]: wrong sign
+
+
+def _ch19_draw_at_or_above(probs, u):
+    cdf = probs.cumsum(-1)  # F_v >= u: picks an empty interval on a boundary
+    token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=False)
+    return token.squeeze(-1).clamp(max=probs.shape[-1] - 1)
+
+
+def _ch19_weights_with_padding(trainer_logp, sampler_logp, mask, clip_max):
+    w = (trainer_logp - sampler_logp).sum(-1, keepdim=True).exp()  # no mask: wrong
+    return w.masked_fill(w > clip_max, 0.0)
+
 # "chNN.check_name": (the wrong attempt passed to the checker, regex of its message)
 WRONG_ATTEMPTS = {
     "ch01.check_group_advantages": (_population_std_advantages, "which std"),
@@ -300,6 +316,10 @@ WRONG_ATTEMPTS = {
     "ch16.check_rms_norm": (_ch16_layer_norm, "That is LayerNorm"),
     "ch16.check_rope": (_ch16_interleaved_rope, "pairs dimension i with i \\+ d/2"),
     "ch16.check_kv_cache_bytes": (_ch16_cache_all_query_heads, "key/value heads"),
+    "ch19.check_rotate_half_matrix": (_ch19_rotate_the_other_way, "the other way"),
+    "ch19.check_draw": (_ch19_draw_at_or_above, "probability 0"),
+    "ch19.check_sequence_mask_weights": (_ch19_weights_with_padding,
+                                         "padding after a completion"),
 }
 
 

@@ -22,7 +22,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from grpo_lib.fast_decode import (decode_fast, decode_step, fuse_weights,
-                                  generate_fast, rotate_half_matrix,
+                                  generate_fast, prefill_once, rotate_half_matrix,
                                   sample_inverse_cdf)
 from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_model
 from grpo_lib.qwen2 import Qwen2, StaticKVCache, load_qwen2, rope_cos_sin, rotate_half
@@ -95,6 +95,25 @@ def test_decode_steps_give_the_full_forward_logits(name, prompts):
     assert gap <= 5e-5, f"{name}: decode_step logits differ by {gap:.2e}"
 
 
+def test_prefill_once_per_distinct_prompt(prompts):
+    """Rows repeating a prompt (as in a GRPO group) are prefilled once: the same
+    logits and cache contents as prefilling every row."""
+    model, tok = load_qwen2(CHECKPOINTS["tiny"]), build_tokenizer()
+    _, ids, mask = tokenize_prompts(tok, prompts[:3], tok.pad_token_id)
+    order = torch.tensor([0, 0, 0, 1, 2, 2, 0])  # groups, and a prompt seen again
+    ids, mask = ids[order], mask[order]
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    caches = [StaticKVCache(model.settings, len(ids), ids.shape[1] + 2)
+              for _ in range(2)]
+    with torch.no_grad():
+        every = model(ids, mask, positions, cache=caches[0], last_only=True)[:, -1]
+        once = prefill_once(model, ids, mask, positions, caches[1])
+    assert (once - every).abs().max() <= 1e-5
+    every_kv, once_kv = (c.keys + c.values for c in caches)
+    for a, b in zip(every_kv, once_kv):
+        assert (a - b).abs().max() <= 1e-5
+
+
 @pytest.mark.parametrize("name", ["tiny", "small"])
 def test_greedy_tokens_identical_to_generate(name, prompts):
     hf, tok = load_model_and_tokenizer(CHECKPOINTS[name], dtype=torch.float32)
@@ -121,6 +140,8 @@ def test_inverse_cdf_draws_each_token_with_its_probability():
     assert (freq - probs).abs().max() <= 0.01, freq
     nucleus = sample_inverse_cdf(logits, top_p=0.75, generator=gen)
     assert set(nucleus.tolist()) == {0, 2}  # 0.5 + 0.3 reach 0.75
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        sample_inverse_cdf(logits, temperature=0.0)
     tempered = sample_inverse_cdf(logits, temperature=0.5, generator=gen)
     sharp = probs ** 2 / (probs ** 2).sum()  # softmax(log p / 0.5)
     freq = torch.bincount(tempered, minlength=5).float() / len(tempered)
