@@ -388,6 +388,13 @@ for gpu_run in sorted((ROOT / "data" / "runs").glob("r1_zero_tiny_h100_seed*")):
     times[gpu_run.name] = step_times(gpu_run, device)
 scratch_run = ROOT / "data" / "runs" / "ch07_r1_zero_scratch_cpu"  # scratch rollouts
 times[scratch_run.name] = step_times(scratch_run, "CPU, 1 thread, scratch rollout")
+side_by_side = {}  # chapter 19: the fast path and this path, same seed, run together
+for seed in (4, 5):
+    for path, name in (("this path", f"ch07_r1_zero_seed{seed}_cpu"),
+                       ("fast path", f"ch07_r1_zero_fast_seed{seed}_cpu")):
+        side_by_side[name] = (path, seed)
+        times[name] = step_times(ROOT / "data" / "runs" / name,
+                                 f"CPU, 1 thread, {path} (ch. 19)")
 times = pd.DataFrame(times).T
 gpu = times.loc[[name for name in times.index if "h100" in name]]
 say(f"On the H100 the {int(gpu.steps.iloc[0])} steps took "
@@ -399,7 +406,7 @@ say(f"On the H100 the {int(gpu.steps.iloc[0])} steps took "
     f"{times.loc['this run', 'training (s)']:.0f} s.")
 scratch = times.loc[scratch_run.name]
 scratch_eval = pd.read_csv(scratch_run / "eval.csv").iloc[-1]
-say(f"The last row is this config run from the command line with "
+say(f"The row `{scratch_run.name}` is this config run from the command line with "
     f"`rollout_engine=scratch`: rollouts decoded by the from-scratch Qwen2 of "
     f"chapter 16 over the policy's own weights, with a static KV cache. It samples "
     f"the same tokens, so it reaches the same held-out "
@@ -407,6 +414,24 @@ say(f"The last row is this config run from the command line with "
     f"{scratch['generation per step (s)']:.2f} s per step against "
     f"{times.loc['this run', 'generation per step (s)']:.2f} s here, and its "
     f"{int(scratch['steps'])} steps {scratch['training (s)']:.0f} s.")
+pair = pd.DataFrame({
+    "path": {name: path for name, (path, _) in side_by_side.items()},
+    "seed": {name: seed for name, (_, seed) in side_by_side.items()},
+    "steps (s)": times.loc[list(side_by_side), "training (s)"],
+    "generation (s/step)": times.loc[list(side_by_side), "generation per step (s)"],
+    "strict": {name: pd.read_csv(ROOT / "data" / "runs" / name / "eval.csv")
+               .iloc[-1]["strict_acc"] for name in side_by_side}})
+by_path = pair.groupby("path")[["steps (s)", "generation (s/step)"]].mean()
+say(f"The last four rows are chapter 19's fast path (a faster decode step, and each "
+    f"group's prompt computed once in the update) and this path, seeds 4 and 5, each "
+    f"fast run side by side with the run of the same seed on this path, one thread "
+    f"each: {by_path.loc['fast path', 'steps (s)']:.0f} s of steps on average "
+    f"against {by_path.loc['this path', 'steps (s)']:.0f} s, generation "
+    f"{by_path.loc['fast path', 'generation (s/step)']:.2f} s per step against "
+    f"{by_path.loc['this path', 'generation (s/step)']:.2f} s. Their held-out strict "
+    f"accuracies: " + ", ".join(f"{r.path} seed {r.seed} {r.strict:.3f}"
+                                for r in pair.itertuples())
+    + ". Chapter 19 compares six seeds of each path.")
 times
 
 # %% [markdown]

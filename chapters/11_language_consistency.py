@@ -373,8 +373,44 @@ say(f"From the cold-start model the held-out language-mixed rate is at most "
 # group with a mixed sample. On this start the reward is a guard against a drift that
 # did not happen. DeepSeek added it because their RL stage still mixed languages
 # after the cold start, "particularly when RL prompts involve multiple languages"
-# {cite}`deepseekai2025r1`; the prompts here are all English. To see the reward act,
-# start where there is mixing to remove: the base model.
+# {cite}`deepseekai2025r1`; the prompts here are all English. Could this book's
+# model take prompts in two languages? Ask the cold-start model the held-out problems
+# in Chinese, three ways, and sample 4 answers each:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+cold_model, cold_tok = load_model_and_tokenizer(
+    REPO / "data" / "models" / "tiny-qwen2-cold-start", device=P.device)
+wordings = {"English (as trained)": "What is {q}?", "Chinese 1": "{q} 等于多少？",
+            "Chinese 2": "计算 {q}。", "Chinese 3": "请计算 {q} 的值。"}
+n_zh = P.pick(smoke=8, cpu=200, gpu=200)
+zh_rows = {}
+for name, wording in wordings.items():
+    rows = [dict(r, prompt=[{"role": "user",
+                             "content": wording.format(q=r["question"])}])
+            for r in test_set.select(range(n_zh))]
+    table = evaluate(cold_model, cold_tok, rows, n=n_zh, num_samples=4,
+                     max_new_tokens=128)
+    zh_rows[name] = table.loc["sampled", ["strict_acc", "format_rate", "lang_mix_rate"]]
+zh_table = pd.DataFrame(zh_rows).T
+zh_table
+
+# %%
+zh_only = zh_table.drop(index="English (as trained)")
+say(f"Asked in Chinese, the cold-start model is right in "
+    f"{zh_only['strict_acc'].min():.3f}-{zh_only['strict_acc'].max():.3f} of its "
+    f"sampled answers and well formatted in {zh_only['format_rate'].min():.3f}-"
+    f"{zh_only['format_rate'].max():.3f}, against "
+    f"{zh_table.iloc[0]['strict_acc']:.3f} and {zh_table.iloc[0]['format_rate']:.3f} "
+    f"in English.")
+
+# %% [markdown]
+# The model has never seen a Chinese question (its corpus writes Chinese only into
+# some answers, {doc}`05_tiny_base_model`), and its byte-level tokenizer spells the
+# characters of one as bytes it has no use for: it cannot read the prompt at all.
+# Multilingual RL prompts, the situation in which DeepSeek saw the mixing come back,
+# would need a base model pretrained on questions in both languages. With this one,
+# to see the reward act, start where there is mixing to remove: the base model.
 #
 # (ch11-base)=
 # ### From the base model: R1-Zero with the language reward

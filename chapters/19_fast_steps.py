@@ -1,0 +1,828 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# (ch19)=
+# # Fast steps
+#
+# Every training chapter waits on the same loop: sample completions, score them, take
+# a gradient step. Chapter 7's run is 150 of those steps, and on a laptop CPU each one
+# takes seconds. This chapter asks how long a step *has* to take, measures where the
+# rest goes, and removes what it can, with the library's own code:
+#
+# 1. **the floor**: the arithmetic of one step divided by the fastest rate this machine
+#    multiplies matrices at;
+# 2. **where the time goes**: operator calls per decode step, and the cost of a call
+#    against the cost of its arithmetic;
+# 3. **a decode step with few calls** (`grpo_lib.fast_decode`), checked against the
+#    full forward pass of chapter 16;
+# 4. **one random number per row**: sampling by inverting the cumulative distribution;
+# 5. **each prompt once**: in the rollout's prefill and in the update, where a group's
+#    G completions share their prompt;
+# 6. **before and after**: the sampler and whole steps, measured here, beside TRL;
+# 7. **numerics**: the sampler's log-probs against the trainer's, and the truncated
+#    importance-sampling correction TRL applies for their gap;
+# 8. **chapter 7 again**, with the fast path, six seeds each way.
+#
+# The from-scratch Qwen2 of {doc}`16_qwen2_from_scratch` is the starting point.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from grpo_lib.display import print_environment
+
+print_environment()
+
+# %%
+import tempfile
+import time
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+import transformers
+from IPython.display import display
+
+from grpo_lib.display import say, show_source
+from grpo_lib.evaluation import score_groups
+from grpo_lib.fast_decode import (decode_fast, decode_step, fuse_weights,
+                                  prefill_once, rotate_half_matrix,
+                                  sample_inverse_cdf)
+from grpo_lib.logprobs import sequence_logprobs
+from grpo_lib.losses import sampling_importance_weights
+from grpo_lib.models import load_model_and_tokenizer
+from grpo_lib.profiles import profile
+from grpo_lib.qwen2 import (Qwen2, StaticKVCache, decode_static, rope_cos_sin,
+                            rotate_half)
+from grpo_lib.sampling import generate, tokenize_prompts
+from grpo_lib.shared_prompt import group_logprobs, prompt_share
+from grpo_lib.speed import (decode_step_ops, forward_flops, machine_description,
+                            matmul_peak, step_flops)
+from grpo_lib.tasks import load_task_split
+from grpo_lib.tasks.arithmetic import DATA_DIR
+from grpo_lib.trainer import GRPOConfig, GRPOTrainer
+
+P = profile()
+pd.set_option("display.width", 120)
+pd.set_option("display.precision", 3)
+torch.set_printoptions(precision=4, sci_mode=False)
+transformers.utils.logging.disable_progress_bar()
+
+REPO = DATA_DIR.parents[1]
+RUNS = REPO / "data" / "runs"
+TINY = REPO / "data" / "models" / "tiny-qwen2-base"
+hf, tok = load_model_and_tokenizer(TINY, device=P.device)
+ours = Qwen2.from_transformers(hf, share_weights=True)  # the policy's own tensors
+prompts = list(load_task_split("arithmetic", "test")["prompt"])
+# the step of benchmarks/step_vs_trl.py: 8 prompts x G = 8, 64 tokens each
+N_PROMPTS, G = 8, 8
+LENGTH = P.pick(smoke=16, cpu=64, gpu=64)
+
+# %% [markdown]
+# ## The floor
+#
+# A step's arithmetic is almost all matrix products. A forward pass over one token
+# multiplies its activations by every weight matrix once: $2 N_{\mathrm{mm}}$ FLOPs,
+# with $N_{\mathrm{mm}}$ the weights inside matrix products (the output layer
+# included), plus $4 H d$ per query–key pair and layer for attention. The rollout is a
+# prefill over the prompts and then one such token per row per step; the update is a
+# forward and a backward over prompt and completion, about three forwards (the backward
+# computes gradients for the activations and for the weights):
+
+# %%
+show_source(forward_flops)
+
+# %% [markdown]
+# Divided by the fastest rate this machine multiplies matrices at, a large
+# `torch.matmul` in the training dtype, that is the time a step cannot go below. The
+# description of the machine says whether its CPU has bfloat16 hardware: without it,
+# PyTorch computes a bfloat16 product through float32 and it is slower, not faster.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+machine = machine_description()
+_, ids, _ = tokenize_prompts(tok, prompts[:N_PROMPTS], tok.pad_token_id)
+prompt_len = ids.shape[1]
+flops = step_flops(hf.config, N_PROMPTS * G, prompt_len, LENGTH)
+peaks = {"float32": matmul_peak(torch.float32, size=P.pick(smoke=256, cpu=1024,
+                                                           gpu=1024))}
+peaks["bfloat16"] = matmul_peak(torch.bfloat16, size=256, repeats=3)
+floor = sum(flops) / peaks["float32"]
+print(f"{machine['machine']}: {machine['cores']} cores, {machine['threads']} torch "
+      f"threads, CPU capability {machine['cpu_capability']}, bfloat16 hardware: "
+      f"{machine['bf16_hardware']}")
+print(f"matmul peak: float32 {peaks['float32'] / 1e9:.0f} GFLOP/s (1024^2), "
+      f"bfloat16 {peaks['bfloat16'] / 1e9:.1f} GFLOP/s (256^2)")
+print(f"one step, {N_PROMPTS} prompts x G={G}, {LENGTH} tokens after {prompt_len}: "
+      f"{flops[0] / 1e9:.1f} GFLOP rollout + {flops[1] / 1e9:.1f} GFLOP update; "
+      f"float32 floor {floor:.3f} s ({flops[0] / peaks['float32']:.3f} + "
+      f"{flops[1] / peaks['float32']:.3f})")
+
+# %%
+fast_dtype = "bfloat16" if peaks["bfloat16"] > peaks["float32"] else "float32"
+say(f"On this machine the faster dtype for matrix products is **{fast_dtype}**: "
+    f"a bfloat16 product runs at {peaks['bfloat16'] / peaks['float32']:.2g} times "
+    f"the float32 rate. The floor above is computed in float32: "
+    f"{floor:.3f} s per step, of which the update is "
+    f"{flops[1] / sum(flops):.0%}.")
+
+# %% [markdown]
+# The update holds most of the arithmetic. The rollout's share is done one token at a
+# time, in many small steps, and that is where the measurements start.
+#
+# ## Where the time goes
+#
+# A decode step of the tiny model multiplies 64 rows by matrices of 128 to 1,024
+# columns: about a tenth of a millisecond of arithmetic per matrix. Every operator
+# call (a matmul, an addition, a view, a dtype cast) also has a fixed cost in Python
+# and in PyTorch's dispatcher, a few microseconds, whatever its size. Count the aten
+# calls one decode step makes with the three decode loops: `transformers`' model with
+# the book's sampler ({doc}`06_rollouts`), the from-scratch model with its static
+# cache ({doc}`16_qwen2_from_scratch`), and the fast step of this chapter:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+loops = {"transformers": (hf, None), "scratch": (ours, decode_static),
+         "fast": (ours, decode_fast)}
+few = prompts[:2]
+calls = {name: decode_step_ops(model, tok, few, fn) for name, (model, fn)
+         in loops.items()}
+ops = pd.DataFrame({name: {"aten calls per decode step": sum(c.values()),
+                           "matrix products": sum(v for k, v in c.items()
+                                                  if k in ("aten::mm", "aten::addmm",
+                                                           "aten::bmm"))}
+                    for name, c in calls.items()}).T
+ops
+
+# %% [markdown]
+# The cost of a call shows when the arithmetic goes away. Time one decode step of
+# each loop on 1 row (almost no arithmetic: the calls alone) and on 64 rows:
+
+# %%
+def decode_step_time(model, fn, rows, steps=8):
+    """Seconds per decode step: a rollout of `steps + 1` tokens minus one of 1 token,
+    over `rows` rows (one prompt repeated), the best of 3."""
+    batch = [prompts[0]] * rows
+
+    def rollout(n):
+        start = time.perf_counter()
+        generate(model, tok, batch, max_new_tokens=n, seed=0, ignore_eos=True,
+                 decode_fn=fn)
+        return time.perf_counter() - start
+
+    rollout(steps + 1)  # warm-up
+    return min((rollout(steps + 1) - rollout(1)) / steps for _ in range(3))
+
+
+step_ms = pd.DataFrame({
+    name: {f"{rows} row{'s' * (rows > 1)} (ms)": 1e3 * decode_step_time(m, fn, rows)
+           for rows in (1, 64)} for name, (m, fn) in loops.items()}).T
+step_ms
+
+# %%
+overhead = step_ms.iloc[:, 0] / step_ms.iloc[:, 1]
+say(f"With the `transformers` model a decode step costs "
+    f"{step_ms.iloc[0, 0]:.2f} ms on one row and {step_ms.iloc[0, 1]:.2f} ms on 64: "
+    f"the calls alone are {overhead.iloc[0]:.0%} of the 64-row step. The fast step "
+    f"makes {ops.loc['fast', 'aten calls per decode step']:.0f} calls instead of "
+    f"{ops.loc['transformers', 'aten calls per decode step']:.0f} and costs "
+    f"{step_ms.loc['fast'].iloc[0]:.2f} ms on one row, "
+    f"{step_ms.loc['fast'].iloc[1]:.2f} ms on 64.")
+
+# %% [markdown]
+# ## A decode step with few calls
+#
+# The fast step computes the same function as chapter 16's model with fewer, larger
+# operations. Once per rollout, `fuse_weights` stacks the query, key and value
+# projections into one matrix, and the gate and up projections into another. It folds
+# the attention's $1/\sqrt d$ into the query weights (RoPE is a rotation, so the scale
+# passes through it). It also folds in `rotate_half`, which is a product with a fixed
+# matrix $R$ of $\pm 1$:
+#
+# $$\mathrm{RoPE}(x) = x \odot \cos + (xR) \odot \sin, \qquad
+#   (hW + b)R = h(WR) + bR,$$
+#
+# so one `addmm` returns the queries, keys, values and the rotated queries and keys:
+
+# %%
+show_source(fuse_weights)
+
+# %% [markdown]
+# A step is then the layer of chapter 16 written with those matrices. Each residual is
+# added inside the matrix product that produces it (`addmm(x, a, W)` is $x + aW$).
+# RoPE's angles come from a table indexed by position, and the one new query of each
+# row attends to the cache through two batched matrix products:
+
+# %%
+show_source(decode_step, start="for i, w in enumerate(layers)", end="return x @")
+
+# %% [markdown]
+# Is it the same function? Prefill 4 left-padded prompts into a static cache, feed
+# 8 more tokens through `decode_step` one at a time, and compare every step's logits
+# with one full forward pass over the whole sequence:
+
+# %%
+s = ours.settings
+_, p_ids, p_mask = tokenize_prompts(tok, prompts[:4], tok.pad_token_id)
+extra = torch.randint(3, s.vocab_size, (4, 8),
+                      generator=torch.Generator().manual_seed(0))
+full_ids = torch.cat([p_ids, extra], 1)
+full_mask = torch.cat([p_mask, torch.ones_like(extra)], 1)
+positions = (full_mask.cumsum(-1) - 1).clamp(min=0)
+Pw, width = p_ids.shape[1], full_ids.shape[1]
+with torch.no_grad():
+    reference = ours(full_ids, full_mask, positions)[:, Pw:]  # [4, 8, V]
+    cache = StaticKVCache(s, 4, width)
+    ours(p_ids, p_mask, positions[:, :Pw], cache=cache)
+    layers = fuse_weights(ours)
+    cos, sin = rope_cos_sin(positions, s.head_dim, s.rope_theta, torch.float32)
+    bias = torch.full((4, width), torch.finfo(torch.float32).min)
+    bias[:, :Pw].masked_fill_(p_mask.bool(), 0.0)
+    steps = []
+    for j in range(8):
+        bias[:, Pw + j] = 0.0
+        steps.append(decode_step(ours, layers, extra[:, j], Pw + j,
+                                 cos[:, Pw + j, None], sin[:, Pw + j, None], bias,
+                                 cache))
+gap = (torch.stack(steps, 1) - reference).abs().max().item()
+x = torch.randn(5, s.head_dim)
+print(f"largest |logit difference| over 4 rows x 8 steps: {gap:.1e}")
+print(f"x @ R == rotate_half(x), bit for bit: "
+      f"{torch.equal(x @ rotate_half_matrix(s.head_dim), rotate_half(x))}")
+
+# %% [markdown]
+# Float32 round-off, from summing in another order: the same logits.
+#
+# ## One random number per row
+#
+# `torch.multinomial` draws a token from each row's distribution by generating a
+# random number *per vocabulary entry*. There is a cheaper way to draw from a
+# categorical distribution. Lay the probabilities end to end on $[0, 1)$, draw one
+# uniform number $u$, and take the token whose interval contains it:
+#
+# $$y = \min\{v : F_v > u\}, \qquad F_v = \sum_{w \le v} p_w ,$$
+#
+# so token $v$ is drawn with probability $F_v - F_{v-1} = p_v$.
+
+# %%
+show_source(sample_inverse_cdf)
+
+# %%
+probs = torch.tensor([0.5, 0.0, 0.3, 0.15, 0.05])
+draws = sample_inverse_cdf(probs.log().expand(100_000, -1),
+                           generator=torch.Generator().manual_seed(0))
+freq = torch.bincount(draws, minlength=5) / len(draws)
+logits = torch.randn(64, s.vocab_size, generator=torch.Generator().manual_seed(1))
+gen = torch.Generator().manual_seed(0)
+
+
+def best_us(fn, n=200):
+    fn()
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return 1e6 * (time.perf_counter() - start) / n
+
+
+sampler_us = {
+    "torch.multinomial": best_us(lambda: torch.multinomial(
+        logits.softmax(-1), 1, generator=gen)),
+    "inverse CDF": best_us(lambda: sample_inverse_cdf(logits, generator=gen))}
+display(pd.DataFrame({"probability": probs, "share of 100,000 draws": freq}).T)
+print(f"one draw for 64 rows of {s.vocab_size} logits: "
+      + ", ".join(f"{k} {v:.0f} µs" for k, v in sampler_us.items()))
+
+# %% [markdown]
+# The token of probability 0 is never drawn: its interval is empty. The draws come
+# from the same distribution as `torch.multinomial`'s but from another random stream.
+# So a seeded run with the fast step repeats itself, not a run with the other decode
+# loops, which agree with each other token for token.
+#
+# ## Each prompt once
+#
+# A GRPO batch repeats every prompt $G$ times. In a causal model nothing at a prompt
+# position depends on what comes after it, so the prompt's hidden states, keys and
+# values are the same in all $G$ rows. The fast rollout prefills each distinct prompt
+# once and copies its keys and values into the $G$ rows of the cache (`prefill_once`).
+# The update can do the same: compute the prompt once per group and let each
+# completion attend to it. That is `grpo_lib.shared_prompt.group_logprobs`, switched on
+# by `GRPOConfig.share_group_prompt`. Autograd adds the $G$ rows' gradients into the
+# shared prompt, so the log-probs and gradients are those of the usual forward, with a
+# share of the layers' work removed:
+#
+# $$\frac{(G-1)\,P}{G\,(P + C)}$$
+#
+# for prompts of $P$ tokens and completions of $C$.
+
+# %%
+show_source(group_logprobs, start="for layer in body.layers", end="x = x + m.down_proj")
+
+# %%
+n_groups = 2
+g_prompts = prompts[:n_groups]
+_, gp_ids, gp_mask = tokenize_prompts(tok, g_prompts, tok.pad_token_id)
+c_ids = torch.randint(3, s.vocab_size, (n_groups * G, LENGTH),
+                      generator=torch.Generator().manual_seed(2))
+c_mask = torch.ones(n_groups * G, LENGTH)
+c_mask[3, LENGTH // 2:] = 0  # one completion that stopped early
+
+
+def logp_and_grads(fn):
+    """Log-probs and the gradient of their sum, for one way of computing them."""
+    hf.zero_grad()
+    start = time.perf_counter()
+    logp = fn()
+    logp.sum().backward()
+    seconds = time.perf_counter() - start
+    grads = torch.cat([p.grad.flatten() for p in hf.parameters()])
+    return logp.detach(), grads, seconds
+
+
+def usual():  # every row carries its prompt: G copies per group
+    return sequence_logprobs(hf, gp_ids.repeat_interleave(G, 0),
+                             gp_mask.repeat_interleave(G, 0), c_ids, c_mask)
+
+
+def shared():  # one prompt row per group
+    return group_logprobs(hf, gp_ids, gp_mask, c_ids, c_mask)
+
+
+for fn in (usual, shared):
+    logp_and_grads(fn)  # warm-up
+(lp_u, g_u, _), (lp_s, g_s, _) = logp_and_grads(usual), logp_and_grads(shared)
+t_usual = min(logp_and_grads(usual)[2] for _ in range(3))
+t_shared = min(logp_and_grads(shared)[2] for _ in range(3))
+print(f"{n_groups} groups of G={G}: prompt {gp_ids.shape[1]} tokens, completions "
+      f"{LENGTH}; work removed {prompt_share(gp_ids.shape[1], LENGTH, G):.1%}")
+print(f"largest |log-prob difference| {(lp_u - lp_s).abs().max():.1e}, largest "
+      f"|gradient difference| {(g_u - g_s).abs().max():.1e} (largest gradient "
+      f"{g_u.abs().max():.1e})")
+print(f"forward + backward: {1e3 * t_usual:.0f} ms usual, {1e3 * t_shared:.0f} ms "
+      f"with the prompt once")
+
+# %% [markdown]
+# (ch19-before-after)=
+# ## Before and after
+#
+# The sampler first: 64 rows of `LENGTH` new tokens (every row forced to the full
+# length), `transformers`' `generate` against the book's sampler with each decode loop,
+# each timed three times after a warm-up, the best time counting:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def run_generate():
+    texts = [tok.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+             for p in prompts[:N_PROMPTS]]
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.inference_mode():
+        hf.generate(**enc, num_return_sequences=G, do_sample=True, top_k=0,
+                    max_new_tokens=LENGTH, min_new_tokens=LENGTH,
+                    pad_token_id=tok.pad_token_id)
+
+
+def run_sampler(model, fn):
+    return lambda: generate(model, tok, prompts[:N_PROMPTS], num_generations=G,
+                            max_new_tokens=LENGTH, ignore_eos=True, seed=0,
+                            decode_fn=fn)
+
+
+samplers = {"transformers generate": run_generate,
+            **{f"sampler, {name}": run_sampler(m, fn) for name, (m, fn)
+               in loops.items()}}
+for fn in samplers.values():
+    fn()  # warm-up
+best = {}
+for _ in range(3):  # interleaved, so a change in load hits every contender
+    for name, fn in samplers.items():
+        start = time.perf_counter()
+        fn()
+        best[name] = min(best.get(name, 1e9), time.perf_counter() - start)
+sampler_table = pd.DataFrame({"seconds": best,
+                              "tokens/s": {k: N_PROMPTS * G * LENGTH / v
+                                           for k, v in best.items()}})
+sampler_table["vs generate"] = (sampler_table["tokens/s"]
+                                / sampler_table.loc["transformers generate",
+                                                    "tokens/s"])
+sampler_table
+
+# %% [markdown]
+# Then whole GRPO steps: the trainer with each way of rolling out and with the prompt
+# once or $G$ times in the update, on the step of the floor above. The reward is the
+# share of digits in a completion (cheap, with variance in every group). Each setting
+# runs 2 warm-up steps and then `MEASURED` steps, in three rounds of all settings one
+# after the other; the table keeps each setting's round with the fastest median step.
+# On a shared virtual machine the same code can run tens of percent slower from one
+# minute to the next, and a slower round is a disturbed one:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+MEASURED = P.pick(smoke=1, cpu=5, gpu=5)
+train_rows = [{"prompt": p} for p in load_task_split("arithmetic", "train")
+              .select(range(N_PROMPTS * (MEASURED + 2)))["prompt"]]
+
+
+def digit_share(completions, **kwargs):
+    return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in completions]
+
+
+def step_seconds(engine, share):
+    """Median seconds of a step, of its generation and of the rest."""
+    model = load_model_and_tokenizer(TINY, device=P.device)[0]
+    ends = []
+    with tempfile.TemporaryDirectory() as out:
+        config = GRPOConfig(
+            output_dir=out, per_step_prompts=N_PROMPTS, num_generations=G,
+            max_completion_length=LENGTH, ignore_eos=True, micro_batch_size=16,
+            max_steps=MEASURED + 2, learning_rate=1e-5, loss_type="dapo",
+            progress_bar=False, sample_every=0, seed=0, rollout_engine=engine,
+            share_group_prompt=share)
+        trainer = GRPOTrainer(model, tok, [digit_share], config, train_rows,
+                              callbacks=[lambda tr, m: ends.append(
+                                  time.perf_counter())])
+        start = time.perf_counter()
+        metrics = trainer.train()
+    ends.insert(0, start)
+    steps = pd.Series([b - a for a, b in zip(ends, ends[1:])][2:])
+    gen = metrics["time_generate"].iloc[2:].reset_index(drop=True)
+    return {"step (s)": steps.median(), "generation (s)": gen.median(),
+            "the rest (s)": (steps - gen).median()}
+
+
+settings = {"transformers rollout": ("transformers", False),
+            "scratch rollout": ("scratch", False),
+            "fast rollout": ("fast", False),
+            "fast rollout, prompt once": ("fast", True)}
+rounds = [{name: step_seconds(*args) for name, args in settings.items()}
+          for _ in range(3)]
+step_table = pd.DataFrame({name: min((r[name] for r in rounds),
+                                     key=lambda t: t["step (s)"])
+                           for name in settings}).T
+step_table["vs floor"] = step_table["step (s)"] / floor
+step_table
+
+# %% [markdown]
+# TRL's `GRPOTrainer` on the same step is measured by `benchmarks/step_vs_trl.py`, in
+# one process with ours, and stored in `benchmarks/results/step_vs_trl.csv`. Its
+# latest float32 CPU row with the fast rollout and the prompt once:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+bench = pd.read_csv(REPO / "benchmarks" / "results" / "step_vs_trl.csv")
+latest = bench[(bench["device"] == "cpu") & (bench["dtype"] == "float32")
+               & (bench["engine"] == "fast")].iloc[-1]
+print(f"{latest['date']} UTC, {latest['machine']}, {latest['threads']} threads: "
+      f"grpo_lib {latest['ours_s']:.3f} s/step, TRL {latest['trl_s']:.3f} s/step "
+      f"({latest['trl_over_ours']:.2f}x), floor {latest['floor_s']:.3f} s, "
+      f"ours / floor {latest['ours_over_floor']:.2f}x")
+
+# %%
+first, last = step_table.iloc[0], step_table.iloc[-1]
+say(f"Here the step went from {first['step (s)']:.3f} s with the `transformers` "
+    f"rollout to {last['step (s)']:.3f} s with the fast rollout and the prompt once: "
+    f"{first['step (s)'] / last['step (s)']:.2f} times faster, "
+    f"{last['vs floor']:.2f} times the floor. Generation went from "
+    f"{first['generation (s)']:.3f} s to {last['generation (s)']:.3f} s, the rest "
+    f"of the step from {first['the rest (s)']:.3f} s to "
+    f"{last['the rest (s)']:.3f} s. The sampler alone writes "
+    f"{sampler_table['vs generate'].iloc[-1]:.2f} times as many tokens per second "
+    f"as `generate`.")
+
+# %% [markdown]
+# What is left between the step and its floor? The floor assumes every product runs
+# at the rate of a 1024 × 1024 matmul. The matrices of a decode step are far smaller,
+# and small products run slower:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def matmul_rate(m, k, n, repeats=50):
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * m * k * n * repeats / (time.perf_counter() - start)
+
+
+D, F_ = s.hidden_size, s.intermediate_size
+shapes = {"decode: 64 rows x gate/up": (64, D, 2 * F_),
+          "decode: 64 rows x output layer": (64, D, s.vocab_size),
+          "update: 16 x 87 rows x gate/up": (16 * 87, D, 2 * F_),
+          "peak: 1024 x 1024": (1024, 1024, 1024)}
+rates = pd.Series({name: matmul_rate(*shape) / 1e9 for name, shape in shapes.items()},
+                  name="GFLOP/s")
+rates.to_frame()
+
+# %%
+share = rates / rates.iloc[-1]
+say(f"The update's products run at {share.iloc[2]:.0%} of the peak, a decode step's at "
+    f"{share.iloc[:2].min():.0%}-{share.iloc[:2].max():.0%}.")
+
+# %% [markdown]
+# Each decode step also reads the whole key/value cache of every layer, a cost that
+# counts memory traffic rather than FLOPs, so the floor is out of reach for the
+# rollout. On a GPU the same loop waits on kernel launches instead; replaying a step as
+# one CUDA graph removes them, and that is not built here.
+#
+# ## Numerics: the sampler's log-probs and the trainer's
+#
+# The sampler and the trainer compute the same log-probabilities with different
+# kernels (one token at a time against the whole sequence), and possibly in another
+# dtype: a fast inference engine in bfloat16 and a trainer in float32 is TRL's
+# situation with vLLM. The tokens are drawn from the sampler's distribution $\mu$, but
+# the loss is written for the trainer's $\pi_{\mathrm{old}}$. TRL corrects that by
+# weighting each token's loss by their ratio, bounded
+# (`vllm_importance_sampling_correction`, on by default with vLLM). The library's
+# version, with TRL's four modes (per token or per completion, clip or drop):
+
+# %%
+show_source(sampling_importance_weights, docstring=False)
+
+# %% [markdown]
+# On numbers you can check: two completions whose token ratios are $[2, 0.5, 1]$ and
+# $[4, 2]$ (the second has one padding token), bound 3. Per token, `truncate` clips
+# the 4 to 3 and `mask` drops that token. Per completion the products are 1 and 8, so
+# the second completion is clipped to 3 or dropped:
+
+# %%
+trainer_lp = torch.tensor([[0.5, 0.2, 0.9], [0.8, 0.8, 0.3]]).log()
+sampler_lp = torch.tensor([[0.25, 0.4, 0.9], [0.2, 0.4, 0.01]]).log()
+mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+for mode in ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"):
+    w = sampling_importance_weights(trainer_lp, sampler_lp, mask, mode, clip_max=3.0)
+    print(f"{mode:<18}", w.round(decimals=4).tolist())
+
+# %% [markdown]
+# Does it matter here? The fast decode loop returns the log-prob of every token it
+# draws, in its own numerics. Sample a rollout in float32 and one from a bfloat16 copy
+# of the model, and compare both with the float32 trainer's log-probs of the same
+# tokens:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def sampler_vs_trainer(model_dtype):
+    policy = load_model_and_tokenizer(TINY)[0].to(model_dtype)
+    rollout = generate(Qwen2.from_transformers(policy, share_weights=True), tok,
+                       prompts[:4], num_generations=4, max_new_tokens=P.pick(
+                           smoke=8, cpu=48, gpu=48), seed=0, decode_fn=decode_fast)
+    with torch.no_grad():
+        trainer = sequence_logprobs(hf, rollout.prompt_ids, rollout.prompt_mask,
+                                    rollout.completion_ids, rollout.completion_mask)
+    m = rollout.completion_mask.float()
+    gap = (trainer - rollout.sampler_logprobs)[m > 0]
+    row = {"tokens": int(m.sum()), "mean |gap|": gap.abs().mean().item(),
+           "max |gap|": gap.abs().max().item()}
+    for mode in ("token_truncate", "sequence_mask"):
+        w = sampling_importance_weights(trainer, rollout.sampler_logprobs, m, mode)
+        w = w[m > 0] if mode.startswith("token") else w.flatten()
+        row[f"{mode}: weights in"] = f"[{w.min():.4f}, {w.max():.4f}]"
+    return row
+
+
+numerics = pd.DataFrame({f"sampler {name}": sampler_vs_trainer(dtype) for name, dtype
+                         in (("float32", torch.float32),
+                             ("bfloat16", torch.bfloat16))}).T
+numerics
+
+# %%
+say(f"In float32 the sampler and the trainer differ by at most "
+    f"{numerics.iloc[0]['max |gap|']:.1e} per token, round-off, and every weight is "
+    f"1 to four decimals. A bfloat16 sampler differs by up to "
+    f"{numerics.iloc[1]['max |gap|']:.1e}; its weights stay in "
+    f"{numerics.iloc[1]['sequence_mask: weights in']} per completion, far inside "
+    "TRL's bound of 3, so no completion would be dropped. On this task and model the "
+    "correction changes nothing that matters. It is there for the case it was made "
+    "for: a separate inference engine whose kernels and dtype differ from the "
+    "trainer's. `GRPOConfig(sampling_correction=True)` turns it on, and the "
+    "trainer then logs the weights and the gap (`sampling_weight_*`, "
+    "`sampling_logp_gap_*`).")
+
+# %% [markdown]
+# (ch19-ch07)=
+# ## Chapter 7 again, with the fast path
+#
+# Does the fast path train as well? Chapter 7's R1-Zero config was run from the command
+# line with `rollout_engine=fast` and `share_group_prompt=true`, seeds 0 to 5, and
+# without them (the standard path) for the same seeds. Seed 0 of the standard path is
+# chapter 7's stored run, and seed 1 is the accuracy-only run of
+# {doc}`11_language_consistency` (a reward at weight 0 changes nothing in training).
+# Two more runs use the fast rollout but keep the usual update (`noshare`, seeds 2
+# and 3), to tell the two changes apart. Chapter 7's run is the notebook's own
+# execution, alone on the machine; every other run used one torch thread, two runs at
+# a time. For seeds 4 and 5 the fast and the standard run of a seed ran side by side,
+# so their times compare directly. The commands are in each folder's `README.md`; the
+# held-out harness is greedy, on the first 500 test problems.
+
+# %%
+def ch07_run(path, seed):
+    if path == "standard":
+        return {0: "ch07_r1_zero_cpu", 1: "ch11_base_acc_seed1_cpu"}.get(
+            seed, f"ch07_r1_zero_seed{seed}_cpu")
+    infix = "_noshare" if path == "noshare" else ""
+    return f"ch07_r1_zero_fast{infix}_seed{seed}_cpu"
+
+
+rows = []
+for path, seeds in (("standard", range(6)), ("fast", range(6)),
+                    ("noshare", (2, 3))):
+    for seed in seeds:
+        name = ch07_run(path, seed)
+        m = pd.read_csv(RUNS / name / "metrics.csv")
+        ev = pd.read_csv(RUNS / name / "eval.csv")
+        if "step" in ev:  # an evaluation during training: take the last one
+            ev = ev[ev["step"] == ev["step"].max()]
+        rows.append({"path": path, "seed": seed, "run": name,
+                     "strict accuracy": ev["strict_acc"].iloc[-1],
+                     "language-mixed": ev["lang_mix_rate"].iloc[-1],
+                     "steps (s)": m["time_step"].sum(),
+                     "generation per step (s)": m["time_generate"].mean(),
+                     "update per step (s)": m["time_update"].mean()})
+ch07 = pd.DataFrame(rows)
+ch07.drop(columns="run")  # the folders are named in the text above
+
+# %%
+fig, ax = plt.subplots(figsize=(6.8, 2.8), constrained_layout=True)
+paths = ["standard", "fast", "noshare"]
+for i, path in enumerate(paths):
+    group = ch07[ch07["path"] == path]
+    ax.scatter(group["strict accuracy"], [i] * len(group), s=50, color=f"C{i}")
+    for _, r in group.iterrows():
+        ax.annotate(str(r["seed"]), (r["strict accuracy"], i), fontsize=9,
+                    textcoords="offset points", xytext=(0, 7), ha="center")
+ax.set_yticks(range(len(paths)), paths)
+ax.set_ylim(-0.6, len(paths) - 0.3)
+ax.set_xlabel("held-out strict accuracy after 150 steps (seed above each point)")
+ax.grid(alpha=0.3, axis="x")
+plt.show()
+
+# %%
+summary = ch07.groupby("path", sort=False)["strict accuracy"].agg(
+    ["count", "mean", "std", "min", "max"])
+display(summary)
+pairs = ch07[ch07["seed"] >= 4].pivot(index="seed", columns="path",
+                                      values="steps (s)")
+display(pairs.assign(speed_up=pairs["standard"] / pairs["fast"]))
+say(f"The standard path ends at {summary.loc['standard', 'min']:.3f}–"
+    f"{summary.loc['standard', 'max']:.3f} over "
+    f"{summary.loc['standard', 'count']:.0f} seeds (mean "
+    f"{summary.loc['standard', 'mean']:.3f}, standard deviation "
+    f"{summary.loc['standard', 'std']:.3f}); the fast path at "
+    f"{summary.loc['fast', 'min']:.3f}–{summary.loc['fast', 'max']:.3f} (mean "
+    f"{summary.loc['fast', 'mean']:.3f}, standard deviation "
+    f"{summary.loc['fast', 'std']:.3f}). The fast rollout with the usual update "
+    f"(`noshare`) ends at {summary.loc['noshare', 'min']:.3f} and "
+    f"{summary.loc['noshare', 'max']:.3f}. Run side by side, seeds 4 and 5 took "
+    f"{pairs['standard'].mean():.0f} s of steps on the standard path and "
+    f"{pairs['fast'].mean():.0f} s on the fast one on average, "
+    f"{(pairs['standard'] / pairs['fast']).mean():.2f} times faster.")
+
+# %% [markdown]
+# Is the fast sampler's distribution the one `torch.multinomial` draws from on real
+# models, not only on the small example above? Sample the same training prompts with
+# both decode loops, from the base model and from chapter 7's trained model
+# (`data/models/tiny-qwen2-r1-zero`, the standard path's seed 0), and score the
+# completions with the harness's measures:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def sampled_scores(model_dir, fn, n_prompts, seeds=(0, 1)):
+    policy = load_model_and_tokenizer(model_dir)[0]
+    sampler = Qwen2.from_transformers(policy, share_weights=True)
+    rows = [dict(r) for r in load_task_split("arithmetic", "train")
+            .select(range(n_prompts))]
+    scores = []
+    for seed in seeds:
+        rollout = generate(sampler, tok, [r["prompt"] for r in rows],
+                           num_generations=G, max_new_tokens=96, seed=seed,
+                           decode_fn=fn)
+        scores.append(score_groups(rows, G, rollout.texts,
+                                   lengths=rollout.completion_lengths.tolist()))
+    s = pd.concat(scores)
+    return {"completions": len(s), "correct": s["correct"].mean(),
+            "formatted": s["formatted"].mean(),
+            "language-mixed": s["lang_mixed"].mean(), "length": s["length"].mean()}
+
+
+models = {"base": TINY, "R1-Zero": REPO / "data" / "models" / "tiny-qwen2-r1-zero"}
+n_check = P.pick(smoke=4, cpu=128, gpu=256)
+check = pd.DataFrame({(name, loop): sampled_scores(path, fn, n_check)
+                      for name, path in models.items()
+                      for loop, fn in (("multinomial", decode_static),
+                                       ("inverse CDF", decode_fast))}).T
+check
+
+# %%
+var = check["correct"] * (1 - check["correct"]) / check["completions"]
+se_gap = var.groupby(level=0).sum() ** 0.5  # standard error of the difference
+gaps = check["correct"].groupby(level=0).agg(lambda v: abs(v.iloc[0] - v.iloc[1]))
+say("The share of correct sampled answers differs between the two samplers by "
+    + ", ".join(f"{gaps[name]:.3f} on the {name} model (standard error of the "
+                f"difference {se_gap[name]:.3f})" for name in gaps.index) + ".")
+
+# %%
+low, high = summary.loc["standard", "min"], summary.loc["standard", "max"]
+fast_acc = ch07.loc[ch07["path"] == "fast", "strict accuracy"]
+inside = fast_acc.between(low, high)
+say(f"{inside.sum()} of the fast path's {len(fast_acc)} seeds end inside the "
+    f"standard path's range ({low:.3f}–{high:.3f}); "
+    f"{(fast_acc < low).sum()} end below it.")
+
+# %% [markdown]
+# So the fast path is faster, but its runs end lower and further apart. Which change
+# is responsible? It is not computing the prompt once: the `noshare` runs, which keep
+# the usual update, spread as far. That leaves the sampler. Its distribution is the
+# right one, by the frequencies of the small example and by the sampled answers of
+# two real models above. It draws from another random stream, though, and an R1-Zero
+# run at this learning rate can end in different places depending on which answers it
+# happens to reinforce early ({doc}`09_failure_modes`). Six seeds do not settle
+# whether the lower mean is more than that. Until they do, `rollout_engine` stays
+# `"transformers"` by default, and the fast path is a setting you choose.
+#
+# ## What to notice
+#
+# - The floor of a step is its FLOPs over the machine's matmul peak. For the tiny model
+#   the update holds most of the FLOPs, and the rollout holds most of the lost time.
+# - A small model's decode step is bound by operator calls. Fusing projections,
+#   folding constants into the weights and sampling with one random number per row
+#   remove most of them without changing the function.
+# - A group's $G$ completions share their prompt. Computing it once is exact, in the
+#   prefill and in the update.
+# - A sampler and a trainer never compute exactly the same log-probs. Measure the gap
+#   before correcting for it: here the importance weights that TRL applies for it
+#   stay within a few percent of 1, even with a bfloat16 sampler.
+# - A faster step must still train as well, and one seed cannot show that. Compare
+#   several seeds of each path.
+#
+# ## Exercises
+#
+# Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch19`
+# that says what is wrong. As committed, the stubs raise `NotImplementedError` and the
+# cell prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch19`.
+#
+# **19.1 — rotate_half as a matrix.** Write `my_rotate_half_matrix(d)`, the `[d, d]`
+# matrix $R$ with `x @ R == rotate_half(x)` exactly.
+
+# %%
+from grpo_lib.exercises.ch19 import (check_draw, check_rotate_half_matrix,
+                                     check_sequence_mask_weights)
+
+
+def my_rotate_half_matrix(d):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_rotate_half_matrix(my_rotate_half_matrix)
+except NotImplementedError:
+    print("Not implemented yet: output column j of x @ R is sum_k x[k] R[k, j]; "
+          "which single input does each output take, and with which sign?")
+
+# %% [markdown]
+# **19.2 — Inverse-CDF sampling.** Write `my_draw(probs, u)`: for probabilities
+# `probs` `[B, V]` and uniform numbers `u` `[B]` in $[0, 1)$, the token
+# $\min\{v : F_v > u\}$ of each row.
+
+# %%
+def my_draw(probs, u):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_draw(my_draw)
+except NotImplementedError:
+    print("Not implemented yet: cumulative sums, then the first one strictly above "
+          "u; what happens to a token of probability 0?")
+
+# %% [markdown]
+# **19.3 — One weight per completion.** Write
+# `my_sequence_mask_weights(trainer_logp, sampler_logp, mask, clip_max)`: TRL's
+# default `sequence_mask` weights, `[B, 1]`.
+
+# %%
+def my_sequence_mask_weights(trainer_logp, sampler_logp, mask, clip_max):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_sequence_mask_weights(my_sequence_mask_weights)
+except NotImplementedError:
+    print("Not implemented yet: the log of a product is a sum; which tokens count, "
+          "and what happens above the bound?")
+
+# %% [markdown]
+# **19.4 — Think.** (a) With prompts of 200 tokens and completions of 1,000, what
+# share of the update does the prompt-once forward save at $G = 16$? (b) Why does the
+# fast step's sampling not reproduce a seeded run of the `transformers` engine, and why
+# is that no problem for training? (c) With a bfloat16 sampler and a float32 trainer,
+# why can the per-completion weight leave $[1/3, 3]$ when no token's weight does?
