@@ -58,6 +58,7 @@ from transformers import (AutoModelForCausalLM, DynamicCache, Qwen2Config,
 from grpo_lib.display import say, show_source
 from grpo_lib.logprobs import selective_log_softmax
 from grpo_lib.models import load_model_and_tokenizer
+from grpo_lib.optim import CPUOffloadAdamW, offload_saving
 from grpo_lib.profiles import profile
 from grpo_lib.qwen2 import (DecoderLayer, Qwen2, Qwen2Settings, StaticKVCache,
                             apply_rope, attention_allowed,
@@ -842,6 +843,75 @@ say("For the Qwen2.5-0.5B shape in float32: "
 # - **The optimizer outweighs the model**: gradients and the two Adam moments are three
 #   times the weights (the table), whatever the batch, which is why large trainers
 #   shard them across devices or keep the Adam states in CPU memory.
+#
+# (ch16-offload)=
+# ### Adam states in CPU memory
+#
+# The last remedy is one class in the library, `grpo_lib.optim.CPUOffloadAdamW`
+# (`GRPOConfig(optimizer_offload=True)`). It keeps a float32 master copy of every
+# weight in CPU memory and runs `torch.optim.AdamW` on the masters there. Each step
+# copies the gradients to the CPU and the updated masters back into the device
+# weights:
+
+# %%
+show_source(CPUOffloadAdamW.step)
+
+# %% [markdown]
+# It must make the same updates as AdamW. Train two copies of the tiny model for three
+# steps on the same batch, one with each optimizer:
+
+# %%
+def three_steps(adamw_class):
+    m = load_qwen2(MODELS["tiny"]).train()
+    opt = adamw_class(m.parameters(), lr=1e-3)
+    for _ in range(3):
+        selective_log_softmax(m(ids)[:, :-1], ids[:, 1:]).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    return torch.cat([p.detach().flatten() for p in m.parameters()])
+
+
+plain, offloaded = three_steps(torch.optim.AdamW), three_steps(CPUOffloadAdamW)
+print(f"largest |weight difference| after 3 steps: "
+      f"{(plain - offloaded).abs().max().item():.1e}")
+
+# %% [markdown]
+# What it frees on the device is the two moments, $2Nb$ bytes (AdamW keeps them in the
+# weights' dtype). Against the training memory of the table above:
+
+# %%
+freed = {name: offload_saving(parameter_count(s)) for name, s in settings.items()}
+freed["Qwen2.5-0.5B, bfloat16"] = offload_saving(
+    parameter_count(settings["Qwen2.5-0.5B"]), torch.bfloat16)
+offload_table = pd.DataFrame({"freed (GiB)": pd.Series(freed) / 2**30,
+                              "share of the total": pd.Series(freed) / 2**30
+                              / memory["total"]})
+if torch.cuda.is_available():  # measured: device memory held after one update each
+    def held(adamw_class):
+        torch.cuda.empty_cache()
+        m = load_qwen2(MODELS["small"], device="cuda").train()
+        opt = adamw_class(m.parameters(), lr=1e-3)
+        m(ids.cuda()).float().mean().backward()
+        opt.step()
+        return torch.cuda.memory_allocated()
+    print(f"small model on {torch.cuda.get_device_name()}: AdamW holds "
+          f"{held(torch.optim.AdamW) - held(CPUOffloadAdamW):,} more bytes "
+          f"(computed: {freed['small']:,})")
+else:
+    print("no GPU here: the table is computed, not measured")
+offload_table.round(3)
+
+# %%
+share_freed = offload_table["share of the total"]
+say("Offloading frees " + ", ".join(f"{share_freed[name]:.1%} ({name})"
+                                   for name in share_freed.index)
+    + " of the training memory of one micro-batch: "
+    f"{offload_table.loc['Qwen2.5-0.5B', 'freed (GiB)']:.1f} GiB for the "
+    "Qwen2.5-0.5B shape in float32.")
+
+# %% [markdown]
+# The price does not grow with the batch: two copies of $N$ numbers per update, and an
+# update computed by the CPU.
 #
 # ## Summary
 #

@@ -55,6 +55,7 @@ from .advantages import decoupled_advantages, group_advantages
 from .logprobs import sequence_logprobs
 from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, policy_loss,
                      sampling_importance_weights)
+from .optim import CPUOffloadAdamW
 from .sampling import Rollout, generate
 from .shared_prompt import group_logprobs
 from .training_loop import (
@@ -213,6 +214,10 @@ class GRPOConfig(YAMLConfig):
     """Upper bound of the weight (None: none)."""
     sampling_correction_clip_min: float | None = None
     """Lower bound of the weight (None: none)."""
+    optimizer_offload: bool = False
+    """Keep AdamW's moments and float32 master weights in CPU memory
+    (grpo_lib.optim.CPUOffloadAdamW): frees 2N numbers of GPU memory for two copies
+    per update."""
     share_group_prompt: bool = False
     """Update: compute each group's prompt once for its G completions
     (grpo_lib.shared_prompt; the same log-probs to round-off, less work). Needs a
@@ -630,7 +635,8 @@ class GRPOTrainer(TrainingLoop):
             )
             self.ref_model.eval().requires_grad_(False)
 
-        self.optimizer = torch.optim.AdamW(
+        adamw = CPUOffloadAdamW if config.optimizer_offload else torch.optim.AdamW
+        self.optimizer = adamw(
             [p for p in model.parameters() if p.requires_grad],
             lr=config.learning_rate,
             betas=(config.adam_beta1, config.adam_beta2),

@@ -1,0 +1,104 @@
+"""Tests for grpo_lib.optim.CPUOffloadAdamW: the same updates as torch.optim.AdamW
+(with a learning-rate schedule and gradient clipping), a state_dict that resumes a run
+exactly, the trainer's optimizer_offload switch, and the memory it frees."""
+from __future__ import annotations
+
+import warnings
+
+import pandas as pd
+import pytest
+import torch
+
+from grpo_lib.models import build_tokenizer, random_model
+from grpo_lib.optim import CPUOffloadAdamW, offload_saving
+from grpo_lib.trainer import GRPOConfig, GRPOTrainer
+from grpo_lib.training_loop import lr_scheduler
+
+KW = dict(lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1)
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(),
+                               torch.nn.Linear(5, 3))
+
+
+def _steps(model, optimizer, n, start=0):
+    scheduler = lr_scheduler(optimizer, 10, 2, "cosine")
+    with warnings.catch_warnings():  # fast-forward the schedule of a resumed run
+        warnings.simplefilter("ignore", UserWarning)
+        for _ in range(start):
+            scheduler.step()
+    for i in range(start, start + n):
+        x = torch.randn(4, 6, generator=torch.Generator().manual_seed(i))
+        model(x).pow(2).mean().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def _flat(model):
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_same_updates_as_adamw():
+    plain, offloaded = _model(), _model()
+    _steps(plain, torch.optim.AdamW(plain.parameters(), **KW), 5)
+    _steps(offloaded, CPUOffloadAdamW(offloaded.parameters(), **KW), 5)
+    assert not torch.equal(_flat(plain), _flat(_model())), "nothing was trained"
+    assert torch.allclose(_flat(plain), _flat(offloaded), atol=1e-7, rtol=0)
+
+
+def test_state_dict_resumes_exactly(tmp_path):
+    whole = _model()
+    _steps(whole, CPUOffloadAdamW(whole.parameters(), **KW), 5)
+    first = _model()
+    optimizer = CPUOffloadAdamW(first.parameters(), **KW)
+    _steps(first, optimizer, 3)
+    torch.save({"model": first.state_dict(), "opt": optimizer.state_dict()},
+               tmp_path / "ckpt.pt")
+    saved = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    resumed = _model()  # as a new process: the optimizer is built before the load
+    optimizer = CPUOffloadAdamW(resumed.parameters(), **KW)
+    resumed.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["opt"])
+    _steps(resumed, optimizer, 2, start=3)
+    assert torch.allclose(_flat(whole), _flat(resumed), atol=1e-7, rtol=0)
+
+
+def test_parameter_groups_are_refused():
+    with pytest.raises(ValueError, match="one list of parameters"):
+        CPUOffloadAdamW([{"params": _model().parameters()}])
+
+
+def test_offload_saving_counts_the_two_moments():
+    assert offload_saving(1000) == 8000
+    assert offload_saving(1000, torch.bfloat16) == 4000
+
+
+ROWS = [{"question": q, "answer": a,
+         "prompt": [{"role": "user", "content": f"What is {q}?"}]}
+        for q, a in [("2 + 3", "5"), ("14 * 2", "28"), ("7 - 1", "6"), ("6 - 2", "4")]]
+
+
+def digit_share(completions, **kwargs):
+    return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in completions]
+
+
+def test_trainer_with_optimizer_offload_trains_like_adamw(tmp_path):
+    tok = build_tokenizer()
+    runs = {}
+    for offload in (False, True):
+        model = random_model(tok, size="micro", seed=0)
+        config = GRPOConfig(output_dir=str(tmp_path / str(offload)), per_step_prompts=2,
+                            num_generations=4, max_completion_length=12, max_steps=2,
+                            learning_rate=3e-2, progress_bar=False, sample_every=0,
+                            seed=0, optimizer_offload=offload)
+        trainer = GRPOTrainer(model, tok, [digit_share], config, ROWS)
+        trainer.train()
+        assert isinstance(trainer.optimizer, CPUOffloadAdamW) == offload
+        runs[offload] = pd.read_csv(tmp_path / str(offload) / "metrics.csv")
+    assert runs[False]["reward_std"].max() > 0, "no reward variance: a weak test"
+    pd.testing.assert_series_equal(runs[False]["loss"], runs[True]["loss"],
+                                   atol=1e-6, rtol=0)
