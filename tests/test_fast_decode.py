@@ -29,6 +29,7 @@ from grpo_lib.qwen2 import Qwen2, StaticKVCache, load_qwen2, rope_cos_sin, rotat
 from grpo_lib.sampling import generate, resolve_stop_token_ids, tokenize_prompts
 from grpo_lib.tasks import load_task_split
 from grpo_lib.trainer import GRPOConfig, GRPOTrainer
+from trainer_fixtures import ROWS, digit_share
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = {"tiny": ROOT / "data/models/tiny-qwen2-base",
@@ -177,14 +178,6 @@ def test_decode_fast_refuses_use_cache_false(prompts):
         generate(model, tok, prompts[:1], max_new_tokens=4, use_cache=False,
                  decode_fn=decode_fast)
 
-
-ROWS = [{"question": q, "answer": a,
-         "prompt": [{"role": "user", "content": f"What is {q}?"}]}
-        for q, a in [("2 + 3", "5"), ("4 * 2", "8"), ("7 - 1", "6"), ("6 - 2", "4")]]
-
-
-def digit_share(completions, **kwargs):
-    return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in completions]
 
 
 def test_fast_engine_trains_and_samples_with_the_latest_weights(tmp_path):

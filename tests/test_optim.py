@@ -13,6 +13,7 @@ from grpo_lib.models import build_tokenizer, random_model
 from grpo_lib.optim import CPUOffloadAdamW, offload_saving
 from grpo_lib.trainer import GRPOConfig, GRPOTrainer
 from grpo_lib.training_loop import lr_scheduler
+from trainer_fixtures import ROWS, digit_share
 
 KW = dict(lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1)
 
@@ -76,14 +77,6 @@ def test_offload_saving_counts_the_two_moments():
     assert offload_saving(1000) == 8000
     assert offload_saving(1000, torch.bfloat16) == 4000
 
-
-ROWS = [{"question": q, "answer": a,
-         "prompt": [{"role": "user", "content": f"What is {q}?"}]}
-        for q, a in [("2 + 3", "5"), ("14 * 2", "28"), ("7 - 1", "6"), ("6 - 2", "4")]]
-
-
-def digit_share(completions, **kwargs):
-    return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in completions]
 
 
 def test_trainer_with_optimizer_offload_trains_like_adamw(tmp_path):

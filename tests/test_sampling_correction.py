@@ -19,6 +19,7 @@ from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_mo
 from grpo_lib.qwen2 import Qwen2
 from grpo_lib.tasks import load_task_split
 from grpo_lib.trainer import GRPOConfig, GRPOTrainer
+from trainer_fixtures import ROWS, digit_share
 
 TINY = Path(__file__).resolve().parents[1] / "data/models/tiny-qwen2-base"
 
@@ -97,14 +98,6 @@ def test_fast_sampler_logprobs_are_the_trainers_in_float32():
     assert (trainer - rollout.sampler_logprobs)[mask].abs().max() <= 1e-4
     assert (rollout.sampler_logprobs[mask] < 0).any()
 
-
-ROWS = [{"question": q, "answer": a,
-         "prompt": [{"role": "user", "content": f"What is {q}?"}]}
-        for q, a in [("2 + 3", "5"), ("14 * 2", "28"), ("7 - 1", "6"), ("6 - 2", "4")]]
-
-
-def digit_share(completions, **kwargs):
-    return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in completions]
 
 
 def test_trainer_logs_weights_near_one_in_float32(tmp_path):

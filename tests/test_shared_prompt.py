@@ -18,6 +18,7 @@ from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_mo
 from grpo_lib.qwen2 import load_qwen2
 from grpo_lib.shared_prompt import group_logprobs, prompt_share
 from grpo_lib.trainer import GRPOConfig, GRPOTrainer
+from trainer_fixtures import ROWS, digit_share
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "data/models/tiny-qwen2-base"
@@ -115,14 +116,6 @@ def test_bad_batches_are_refused():
     with pytest.raises(ValueError, match="not a Qwen2 one"):
         group_logprobs(llama, prompt, prompt_mask, completion, mask)
 
-
-ROWS = [{"question": q, "answer": a,
-         "prompt": [{"role": "user", "content": f"What is {q}?"}]}
-        for q, a in [("2 + 3", "5"), ("14 * 2", "28"), ("7 - 1", "6"), ("6 - 2", "4")]]
-
-
-def digit_share(completions, **kwargs):
-    return [sum(ch.isdigit() for ch in t) / max(1, len(t)) for t in completions]
 
 
 def test_trainer_makes_the_same_first_update(tmp_path):
