@@ -113,14 +113,14 @@ machine = machine_description()
 _, ids, _ = tokenize_prompts(tok, prompts[:N_PROMPTS], tok.pad_token_id)
 prompt_len = ids.shape[1]
 flops = step_flops(hf.config, N_PROMPTS * G, prompt_len, LENGTH)
-peaks = {"float32": matmul_peak(torch.float32, size=P.pick(smoke=256, cpu=1024,
-                                                           gpu=1024))}
+size = P.pick(smoke=256, cpu=1024, gpu=1024)
+peaks = {"float32": matmul_peak(torch.float32, size=size)}
 peaks["bfloat16"] = matmul_peak(torch.bfloat16, size=256, repeats=3)
 floor = sum(flops) / peaks["float32"]
 print(f"{machine['machine']}: {machine['cores']} cores, {machine['threads']} torch "
       f"threads, CPU capability {machine['cpu_capability']}, bfloat16 hardware: "
       f"{machine['bf16_hardware']}")
-print(f"matmul peak: float32 {peaks['float32'] / 1e9:.0f} GFLOP/s (1024^2), "
+print(f"matmul peak: float32 {peaks['float32'] / 1e9:.0f} GFLOP/s ({size}^2), "
       f"bfloat16 {peaks['bfloat16'] / 1e9:.1f} GFLOP/s (256^2)")
 print(f"one step, {N_PROMPTS} prompts x G={G}, {LENGTH} tokens after {prompt_len}: "
       f"{flops[0] / 1e9:.1f} GFLOP rollout + {flops[1] / 1e9:.1f} GFLOP update; "
