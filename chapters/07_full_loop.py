@@ -431,7 +431,7 @@ say(f"The last four rows are chapter 19's fast path (a faster decode step, and e
     f"{by_path.loc['this path', 'generation (s/step)']:.2f} s. Their held-out strict "
     f"accuracies: " + ", ".join(f"{r.path} seed {r.seed} {r.strict:.3f}"
                                 for r in pair.itertuples())
-    + ". Chapter 19 compares six seeds of each path.")
+    + ". Chapter 19 compares more seeds of each path.")
 times
 
 # %% [markdown]
