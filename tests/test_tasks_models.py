@@ -11,7 +11,8 @@ from grpo_lib.exercises.ch05 import check_left_to_right, check_precedence_matter
 from grpo_lib.models import (build_tokenizer, count_parameters, load_model_and_tokenizer,
                              random_model, stop_token_ids)
 from grpo_lib.tasks import load_task_split
-from grpo_lib.tasks.arithmetic import (Difficulty, evaluate_expression, make_problems,
+from grpo_lib.tasks.arithmetic import (CHINESE_WORDINGS, Difficulty,
+                                       evaluate_expression, load_split, make_problems,
                                        read_rows, solve_steps, tokenize_expression)
 
 
@@ -64,6 +65,24 @@ def test_committed_splits_do_not_overlap():
         load_task_split("chess")
     with pytest.raises(FileNotFoundError, match="make-data"):
         read_rows("validation")
+
+
+def test_the_same_problems_asked_in_chinese_and_in_two_languages():
+    en, zh, both = (load_task_split(t, "test")
+                    for t in ("arithmetic", "arithmetic_zh", "arithmetic_bilingual"))
+    assert en["question"] == zh["question"] == both["question"]
+    assert en["answer"] == zh["answer"] == both["answer"]
+    texts = [[row["prompt"][0]["content"] for row in ds.select(range(12))]
+             for ds in (en, zh, both)]
+    assert texts[2][0::2] == texts[0][0::2]  # even rows: English
+    assert all(re.search(r"[\u4e00-\u9fff]", t) for t in texts[1] + texts[2][1::2])
+    assert all(q in t for q, t in zip(en["question"][:12], texts[1]))
+    assert texts[1][:3] == [w.format(q=q) for w, q in
+                            zip(CHINESE_WORDINGS, en["question"][:3])]
+    assert len({t.replace(q, "{q}") for t, q in zip(texts[2][1::2],
+                                                   en["question"][1:12:2])}) == 3
+    with pytest.raises(ValueError, match="language must be one of"):
+        load_split("test", language="fr")
 
 
 def test_every_behaviour_renders_what_it_claims():

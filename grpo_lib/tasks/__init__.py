@@ -5,7 +5,8 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-TASKS = ("arithmetic",)
+# task name -> the language its questions are asked in
+TASKS = {"arithmetic": "en", "arithmetic_zh": "zh", "arithmetic_bilingual": "en+zh"}
 
 
 def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
@@ -20,9 +21,10 @@ def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
 
 def load_task_split(task: str = "arithmetic", split: str = "train"):
     """A task's split as a ``datasets.Dataset`` (columns: question, answer, prompt,
-    ...)."""
-    if task == "arithmetic":
+    ...). ``arithmetic_zh`` asks the same problems in Chinese, ``arithmetic_bilingual``
+    every odd one."""
+    if task in TASKS:
         from .arithmetic import load_split
 
-        return load_split(split)
-    raise ValueError(f"unknown task {task!r}; available: {TASKS}")
+        return load_split(split, language=TASKS[task])
+    raise ValueError(f"unknown task {task!r}; available: {', '.join(TASKS)}")

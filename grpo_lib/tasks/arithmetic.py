@@ -38,6 +38,24 @@ def question_text(question: str) -> str:
     return f"What is {question}?"
 
 
+# Three Chinese ways to ask the same question (chapter 11's prompts in two languages).
+CHINESE_WORDINGS = ("{q} 等于多少？", "计算 {q}。", "请计算 {q} 的值。")
+
+
+def chinese_prompt(question: str, k: int = 0) -> list[dict]:
+    """The question in Chinese, in wording ``k`` (cycling through
+    :data:`CHINESE_WORDINGS`)."""
+    wording = CHINESE_WORDINGS[k % len(CHINESE_WORDINGS)]
+    return [{"role": "user", "content": wording.format(q=question)}]
+
+
+def bilingual_prompt(question: str, index: int) -> list[dict]:
+    """Row ``index``'s prompt in the two-language set: even rows in English, odd rows
+    in Chinese (wording ``index // 2``)."""
+    return chat_prompt(question) if index % 2 == 0 else chinese_prompt(question,
+                                                                       index // 2)
+
+
 def r1_zero_prompt(question: str) -> str:
     """The R1-Zero prompt (DeepSeek-R1, Table 1) around ``What is <question>?``."""
     return R1_ZERO_TEMPLATE.format(prompt=question_text(question))
@@ -292,11 +310,23 @@ def read_rows(split: str = "train", data_dir: str | Path = DATA_DIR) -> list[dic
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def load_split(split: str = "train", data_dir: str | Path = DATA_DIR):
-    """The committed split as a ``datasets.Dataset`` with a chat ``prompt`` column."""
+PROMPT_LANGUAGES = {  # language of a split's questions -> prompt of row i
+    "en": lambda q, i: chat_prompt(q),
+    "zh": chinese_prompt,
+    "en+zh": bilingual_prompt,
+}
+
+
+def load_split(split: str = "train", data_dir: str | Path = DATA_DIR,
+               language: str = "en"):
+    """The committed split as a ``datasets.Dataset`` with a chat ``prompt`` column,
+    asked in English (``"en"``), in Chinese (``"zh"``) or alternately (``"en+zh"``)."""
     from datasets import Dataset
 
+    if language not in PROMPT_LANGUAGES:
+        raise ValueError(f"language must be one of {sorted(PROMPT_LANGUAGES)}, got "
+                         f"{language!r}.")
     rows = read_rows(split, data_dir)
-    for r in rows:
-        r["prompt"] = chat_prompt(r["question"])
+    for i, r in enumerate(rows):
+        r["prompt"] = PROMPT_LANGUAGES[language](r["question"], i)
     return Dataset.from_list(rows)
