@@ -1,0 +1,450 @@
+"""The TRL path: our rewards and our config, handed to TRL's ``GRPOTrainer``.
+
+Three pieces, each checked against TRL 1.16's own source (``trl/trainer/
+grpo_config.py`` and ``grpo_trainer.py``):
+
+* :func:`trl_reward` — one of our reward functions, called the way TRL calls reward
+  functions (``reward_func(prompts=..., completions=..., completion_ids=...,
+  **dataset_columns, trainer_state=..., log_extra=..., log_metric=...)``) and logged by
+  TRL under our name (``rewards/<name>/mean``);
+* :func:`to_trl_config` — our :class:`grpo_lib.trainer.GRPOConfig` mapped knob by knob
+  onto ``trl.GRPOConfig``, on the CPU, refusing the knobs TRL has no equivalent for;
+* :func:`knob_table` — the mapping as a table, with both libraries' defaults read from
+  the two dataclasses, so the table cannot drift from the code.
+
+The mapping lives in one place, :data:`TRL_FIELDS` (what is copied),
+:data:`FIXED_TRL_SETTINGS` (what the bridge always sets), :data:`NO_TRL_EQUIVALENT`
+(what is refused when changed) and :data:`NOT_A_TRL_SETTING` (what belongs to the
+``GRPOTrainer(...)`` call or to our own logging, not to the config). Every field of our
+config is in exactly one of them (``tests/test_trl_bridge.py`` checks it).
+
+The step: one of our steps (``per_step_prompts`` x ``num_generations`` completions,
+``num_iterations`` updates) is one TRL generation batch with
+``generation_batch_size = per_step_prompts * num_generations`` and
+``gradient_accumulation_steps = generation_batch_size / micro_batch_size``; TRL counts
+its ``num_iterations`` optimizer steps, so ``max_steps`` and ``save_steps`` are
+multiplied by μ.
+
+TRL is imported only by the functions that need it (it is a test extra, not a
+dependency of ``grpo_lib``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import math
+from typing import Any, Callable, NamedTuple
+
+from .parsing import completion_text
+from .trainer import GRPOConfig
+
+TRL_VERSION = "1.16.0"
+"""The TRL release the mapping was read from."""
+
+TRL_ONLY_KWARGS = ("prompts", "trainer_state", "log_extra", "log_metric",
+                   "environments")
+"""What TRL passes that grpo_lib's trainer does not: handed to a reward function only
+when it names the argument (``**kwargs`` does not receive them)."""
+
+
+# ======================================================================================
+# Rewards
+# ======================================================================================
+class TRLReward:
+    """A grpo_lib reward function with TRL's call convention (see :func:`trl_reward`).
+
+    A class rather than a closure: it pickles whenever ``fn`` does (TRL's reward
+    forms are picklable ones), and TRL reads our name from its ``__name__``.
+    """
+
+    def __init__(self, fn: Callable, name: str, num_generations: int | None,
+                 missing: float | None):
+        self.fn, self.__name__ = fn, name
+        self.num_generations, self.missing = num_generations, missing
+        params = inspect.signature(fn).parameters.values()
+        self._named = {p.name for p in params
+                       if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        self._takes_all = any(p.kind == p.VAR_KEYWORD for p in params)
+
+    def _wanted(self, name: str) -> bool:
+        """Does ``fn`` get the keyword argument ``name``?"""
+        if name in self._named:
+            return True
+        return self._takes_all and name not in TRL_ONLY_KWARGS
+
+    def _score(self, value: Any) -> float | None:
+        """A float; ``None``/NaN/inf become ``self.missing``."""
+        if value is None or not math.isfinite(float(value)):
+            return self.missing
+        return float(value)
+
+    def __call__(self, completions: list, prompts: list | None = None,
+                 **kwargs) -> list[float | None]:
+        texts = [completion_text(c) for c in completions]  # TRL's messages -> text
+        if prompts is not None:  # our trainer passes the dataset column as `prompt`
+            kwargs.update(prompt=prompts, prompts=prompts)
+        if self.num_generations is not None:
+            kwargs["num_generations"] = self.num_generations
+        values = self.fn(texts, **{k: v for k, v in kwargs.items() if self._wanted(k)})
+        if values is None or len(values) != len(texts):
+            got = "None" if values is None else f"{len(values)} scores"
+            raise ValueError(f"reward function {self.__name__} returned {got} for "
+                             f"{len(texts)} completions; it must return one each.")
+        return [self._score(v) for v in values]
+
+    def __repr__(self) -> str:
+        return f"<trl_reward {self.__name__}>"
+
+
+def trl_reward(fn: Callable, name: str | None = None, *,
+               num_generations: int | None = None,
+               missing: float | None = 0.0) -> TRLReward:
+    """Wrap our reward ``fn(completions, **columns) -> list[float]`` for TRL.
+
+    TRL calls :math:`r_k(\\text{prompts}, \\text{completions}, \\text{completion\\_ids},
+    \\text{columns}, \\ldots)` with keywords only; the wrapper calls ``fn`` exactly as
+    :class:`grpo_lib.trainer.GRPOTrainer` does:
+
+    * ``completions`` as text: TRL's conversational completions (a list of
+      ``{"role", "content"}`` messages) become their last message's content
+      (:func:`grpo_lib.parsing.completion_text`); plain strings pass unchanged;
+    * TRL's ``prompts`` arrives as the ``prompt`` column; the dataset columns and
+      ``completion_ids`` pass as they are; TRL's own extras (:data:`TRL_ONLY_KWARGS`)
+      only if ``fn`` names them; a keyword ``fn`` does not take is dropped;
+    * ``num_generations`` (G) is passed when given: TRL does not pass it, and
+      group-wise rewards (``length_reward``) need it. Single process only: with
+      several processes TRL scores a slice of the batch whose groups may be split.
+
+    Scores come back as floats. ``None``, NaN and inf (a function's "cannot score")
+    become ``missing``: 0.0 by default, which is what grpo_lib's trainer does; pass
+    ``missing=None`` for TRL's "not applicable" (the sample then leaves this function's
+    logged mean and, when every function says ``None``, the group baseline).
+    TRL logs the function as ``name`` (default: ``grpo_lib.rewards.reward_name(fn)``).
+    An exception inside ``fn`` propagates (TRL has no per-sample retry, unlike ours).
+    """
+    from .rewards import reward_name
+
+    if not callable(fn):
+        raise TypeError(f"trl_reward wraps a reward function fn(completions, "
+                        f"**columns) -> list[float]; got {type(fn).__name__} "
+                        f"{fn!r:.60}")
+    return TRLReward(fn, name or reward_name(fn), num_generations, missing)
+
+
+def trl_reward_funcs(config: GRPOConfig, missing: float | None = 0.0) -> list:
+    """The reward functions ``config.reward_funcs`` names, wrapped for TRL with
+    ``num_generations=config.num_generations``; a repeated name gets ``#2``, ``#3``
+    (as in grpo_lib's trainer; TRL would log both under one name)."""
+    from .rewards import reward_name
+    from .trainer import build_reward_funcs
+
+    wrapped, names = [], []
+    for fn in build_reward_funcs(config.reward_funcs):
+        name, k = reward_name(fn), 2
+        while name in names:
+            name, k = f"{reward_name(fn)}#{k}", k + 1
+        names.append(name)
+        wrapped.append(trl_reward(fn, name, num_generations=config.num_generations,
+                                  missing=missing))
+    return wrapped
+
+
+# ======================================================================================
+# The mapping (the one place that says which knob becomes what)
+# ======================================================================================
+class Mapped(NamedTuple):
+    """How one TRL field is set from our config."""
+
+    ours: str
+    """Our knob it comes from (its value may also read other knobs)."""
+    value: Callable[[GRPOConfig], Any] | None = None
+    """Our config -> the TRL value; ``None``: our knob's value as it is."""
+    note: str = ""
+    """Where the defaults (ours, TRL's, the paper's) differ, and why."""
+
+    def convert(self, config: GRPOConfig) -> Any:
+        """The TRL value for ``config``."""
+        if self.value is None:
+            return getattr(config, self.ours)
+        return self.value(config)
+
+
+def _micro(c: GRPOConfig) -> int:
+    """Rows per forward/backward: ``micro_batch_size`` or the whole batch."""
+    return c.micro_batch_size or c.batch_size
+
+
+def _scheduler(c: GRPOConfig) -> str:
+    """transformers' "constant" ignores the warm-up; its "constant_with_warmup" is
+    ours with a warm-up."""
+    if c.lr_scheduler_type == "constant" and c.warmup_steps:
+        return "constant_with_warmup"
+    return c.lr_scheduler_type
+
+
+TRL_FIELDS: dict[str, Mapped] = {
+    "reward_weights": Mapped("reward_weights", lambda c: None if c.reward_weights
+                             is None else [float(w) for w in c.reward_weights]),
+    "generation_batch_size": Mapped(
+        "per_step_prompts", lambda c: c.batch_size,
+        "per_step_prompts x num_generations; TRL's None means "
+        "per_device_train_batch_size x steps_per_generation"),
+    "num_generations": Mapped("num_generations", None, "DeepSeekMath sampled G = 64"),
+    "max_completion_length": Mapped(
+        "max_completion_length", None,
+        "TRL: 512 tokens; ours is sized for the tiny model's short answers"),
+    "temperature": Mapped("temperature"),
+    "top_p": Mapped("top_p"),
+    "scale_rewards": Mapped(
+        "scale_rewards", None,
+        "'group' in both (DeepSeekMath); Dr. GRPO (Liu et al. 2025) uses 'none'"),
+    "multi_objective_aggregation": Mapped(
+        "multi_objective_aggregation", None, "'normalize_then_sum' is GDPO's"),
+    "loss_type": Mapped(
+        "loss_type", None,
+        "TRL 1.16: 'dapo' (token sum / tokens in the accumulated batch); "
+        "DeepSeekMath eq. 3 and ours: 'grpo' (mean per sequence, then over them)"),
+    "beta": Mapped(
+        "beta", None,
+        "0 in both (no reference model); DeepSeekMath used 0.04, TRL's docs cite "
+        "0.001 for DeepSeek-R1"),
+    "use_bias_correction_kl": Mapped(
+        "use_bias_correction_kl", None,
+        "True in both (KL x ratio, DeepSeek-V3.2); DeepSeekMath's KL has no ratio"),
+    "epsilon": Mapped("epsilon"),
+    "epsilon_high": Mapped("epsilon_high", None,
+                           "None: = epsilon; DAPO's clip-higher uses 0.28"),
+    "num_iterations": Mapped(
+        "num_iterations", None,
+        "μ; TRL counts μ optimizer steps per rollout (max_steps, save_steps x μ)"),
+    "mask_truncated_completions": Mapped("mask_truncated_completions", None,
+                                         "DAPO turns it on"),
+    "learning_rate": Mapped(
+        "learning_rate", None,
+        "TRL: 1e-6 (DeepSeekMath's, for 7B models); ours suits the tiny model"),
+    "lr_scheduler_type": Mapped(
+        "lr_scheduler_type", _scheduler,
+        "transformers: 'linear' decay; ours 'constant' ('constant_with_warmup' "
+        "when warming up)"),
+    "warmup_steps": Mapped(
+        "warmup_steps", None,
+        "same meaning (int: updates, float < 1: share); transformers' warm-up "
+        "starts at lr 0, ours at lr / W"),
+    "weight_decay": Mapped(
+        "weight_decay", None,
+        "transformers skips biases and norm weights; ours decays every weight"),
+    "adam_beta1": Mapped("adam_beta1"),
+    "adam_beta2": Mapped("adam_beta2"),
+    "max_grad_norm": Mapped("max_grad_norm"),
+    "per_device_train_batch_size": Mapped(
+        "micro_batch_size", _micro, "None (ours): the whole batch in one pass"),
+    "gradient_accumulation_steps": Mapped(
+        "micro_batch_size", lambda c: c.batch_size // _micro(c),
+        "batch / micro_batch_size: one optimizer step per rollout, as ours"),
+    "vllm_importance_sampling_correction": Mapped(
+        "sampling_correction", None,
+        "TRL: on, but applied to vLLM rollouts only; ours: off"),
+    "vllm_importance_sampling_mode": Mapped("sampling_correction_mode"),
+    "vllm_importance_sampling_clip_max": Mapped("sampling_correction_clip_max"),
+    "vllm_importance_sampling_clip_min": Mapped("sampling_correction_clip_min"),
+    "max_steps": Mapped(
+        "max_steps", lambda c: c.max_steps * c.num_iterations,
+        "x μ (TRL counts optimizer steps); TRL's -1: use num_train_epochs"),
+    "seed": Mapped(
+        "seed", None,
+        "transformers: 42; one seed does not give TRL and ours the same samples"),
+    "output_dir": Mapped("output_dir"),
+    "disable_tqdm": Mapped("progress_bar", lambda c: not c.progress_bar,
+                           "negated"),
+    "save_steps": Mapped(
+        "save_every", lambda c: (c.save_every or c.max_steps) * c.num_iterations,
+        "x μ; with save_every = 0 and save_final, the last step"),
+    "save_strategy": Mapped(
+        "save_final", lambda c: "steps" if c.save_every or c.save_final else "no",
+        "'steps' also saves the last step even without save_final"),
+    "use_cpu": Mapped(
+        "device", lambda c: c.device in (None, "cpu"),
+        "None -> the CPU here (our trainer's None picks CUDA when available)"),
+}
+"""TRL field -> how it is set from our config (in the order of our config's fields)."""
+
+FIXED_TRL_SETTINGS: dict[str, tuple[Any, str]] = {
+    "report_to": ("none", "no experiment tracker"),
+    "bf16": (False, "TRL's None becomes True unless fp16; ours trains in float32 "
+                    "(pass bf16=True to ask)"),
+    "gradient_checkpointing": (False, "TRL: True (recompute activations to save "
+                                      "memory); ours never recomputes. Newer "
+                                      "transformers: activation_checkpointing"),
+    "logging_steps": (1, "TRL: 10; ours logs every step (metrics.csv)"),
+    "remove_unused_columns": (False, "keep the dataset columns the rewards read "
+                                     "(TRL's default too)"),
+}
+"""TRL field -> (the value the bridge always sets, why); ``overrides`` may change it."""
+
+NO_TRL_EQUIVALENT: dict[str, str] = {
+    "ignore_eos": "TRL cannot sample past EOS; its nearest, generation_kwargs="
+                  "{'min_new_tokens': L}, forbids EOS instead (another distribution)",
+    "dynamic_sampling": "TRL 1.16 has no dynamic sampling (DAPO's refill of "
+                        "zero-variance groups)",
+    "dynamic_sampling_max_rounds": "only read by dynamic_sampling, which TRL 1.16 "
+                                   "lacks",
+    "resume_from_checkpoint": "our checkpoint-<step>/ folders are not TRL checkpoints; "
+                              "resume with trainer.train(resume_from_checkpoint=...)",
+}
+"""Our knob -> why TRL 1.16 cannot do it; :func:`to_trl_config` refuses a changed
+one."""
+
+NOT_A_TRL_SETTING: dict[str, str] = {
+    "model_name_or_path": "the model goes to trl.GRPOTrainer(model=...)",
+    "model_dtype": "load the model in this dtype before handing it to TRL",
+    "task": "the rows go to trl.GRPOTrainer(train_dataset=...)",
+    "prompt_format": "build the dataset's 'prompt' column in this format",
+    "reward_funcs": "pass trl_reward_funcs(config) as GRPOTrainer(reward_funcs=...)",
+    "generation_batch_size": "our decode chunk (memory only); TRL's field of that "
+                             "name is the whole rollout batch",
+    "rollout_engine": "our decode loop (speed only); TRL samples with "
+                      "model.generate: the same distribution, another random stream",
+    "optimizer_offload": "where AdamW's state lives (memory only, same maths)",
+    "share_group_prompt": "speed only (the same log-probs to round-off); TRL "
+                          "computes each prompt G times",
+    "print_every": "our console summary; TRL logs every logging_steps",
+    "sample_every": "our samples.jsonl; TRL's log_completions prints a table every "
+                    "logging step",
+    "num_print_samples": "our samples printout (see sample_every)",
+    "eval_every": "our evaluation harness: run grpo_lib.evaluate on the TRL model",
+    "eval_on_start": "our evaluation harness (see eval_every)",
+    "eval_n": "our evaluation harness (see eval_every)",
+    "eval_batch_size": "our evaluation harness (see eval_every)",
+    "overwrite_output_dir": "TRL writes into output_dir without this check",
+}
+"""Our knob -> where it goes instead; :func:`to_trl_config` leaves it out."""
+
+
+# ======================================================================================
+# The config
+# ======================================================================================
+def _import_trl():
+    try:
+        import trl
+    except ImportError as err:
+        raise ImportError(f"the TRL path needs TRL: pip install trl=={TRL_VERSION} "
+                          f"(the book's version)") from err
+    return trl
+
+
+def field_defaults(config_class) -> dict[str, Any]:
+    """``{field: default}`` of a dataclass (a factory's value for list fields)."""
+    defaults = {}
+    for f in dataclasses.fields(config_class):
+        if f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            defaults[f.name] = f.default_factory()
+        else:
+            defaults[f.name] = None
+    return defaults
+
+
+def _trl_defaults() -> dict[str, Any]:
+    """``trl.GRPOConfig``'s field defaults; refuse a TRL without a mapped field."""
+    trl = _import_trl()
+    defaults = field_defaults(trl.GRPOConfig)
+    missing = sorted((set(TRL_FIELDS) | set(FIXED_TRL_SETTINGS)) - set(defaults))
+    if missing:
+        raise RuntimeError(f"trl {trl.__version__} has no GRPOConfig field {missing}; "
+                           f"this bridge was written for TRL {TRL_VERSION}.")
+    return defaults
+
+
+def _refusals(config: GRPOConfig, overrides: dict, trl_names: set) -> list[str]:
+    """One line per setting that TRL would not run the way our config means it."""
+    ours = field_defaults(GRPOConfig)
+    known = {m.ours for m in TRL_FIELDS.values()}
+    known |= set(NO_TRL_EQUIVALENT) | set(NOT_A_TRL_SETTING)
+    problems = []
+    for name, default in ours.items():
+        value = getattr(config, name)
+        if value != default and (name in NO_TRL_EQUIVALENT or name not in known):
+            why = NO_TRL_EQUIVALENT.get(name, "trl_bridge does not know this knob yet")
+            problems.append(f"{name}={value!r}: {why}; set it back to {default!r}.")
+    if config.loss_type == "reinforce":
+        problems.append("loss_type='reinforce': TRL 1.16 has no REINFORCE loss; use "
+                        "'grpo' (or another of its losses).")
+    if config.sampling_correction and not overrides.get("use_vllm"):
+        problems.append("sampling_correction=True: TRL corrects vLLM rollouts only; "
+                        "pass use_vllm=True or set it to False.")
+    for name in overrides:
+        if name in TRL_FIELDS:
+            problems.append(f"override {name}=...: it comes from our config's "
+                            f"{TRL_FIELDS[name].ours}; change that instead.")
+        elif name not in trl_names:
+            close = difflib.get_close_matches(name, sorted(trl_names), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            problems.append(f"override {name!r} is not a trl.GRPOConfig field.{hint}")
+    return problems
+
+
+def to_trl_config(config: GRPOConfig, **overrides):
+    """Our :class:`~grpo_lib.trainer.GRPOConfig` as a ``trl.GRPOConfig``, on the CPU.
+
+    Sets every field of :data:`TRL_FIELDS` from ``config`` (most copy one knob; the
+    batch sizes, steps and schedule are computed), then :data:`FIXED_TRL_SETTINGS`
+    (float32, no gradient checkpointing, a log line every step,
+    ``report_to="none"``), then ``overrides``: any other ``trl.GRPOConfig`` field,
+    e.g. ``bf16=True``, ``use_vllm=True``, ``generation_kwargs=...``.
+
+    Raises ``ValueError`` listing, one line each: a changed knob TRL 1.16 has no
+    equivalent for (:data:`NO_TRL_EQUIVALENT`), a value it lacks
+    (``loss_type="reinforce"``), an override of a field our config sets, an override
+    TRL does not know. Knobs in :data:`NOT_A_TRL_SETTING` are left out (they belong
+    to the ``trl.GRPOTrainer(...)`` call or to our own logging).
+    """
+    trl = _import_trl()
+    config = config.validate()
+    trl_names = set(_trl_defaults())
+    problems = _refusals(config, overrides, trl_names)
+    if problems:
+        raise ValueError("to_trl_config: TRL would not run this config as meant:\n  - "
+                         + "\n  - ".join(problems))
+    values = {name: value for name, (value, _) in FIXED_TRL_SETTINGS.items()}
+    values.update({name: m.convert(config) for name, m in TRL_FIELDS.items()})
+    values.update(overrides)
+    if "activation_checkpointing" in trl_names:  # newer transformers' name for it
+        old = values.pop("gradient_checkpointing")  # (the old name warns)
+        values.setdefault("activation_checkpointing", old)
+    return trl.GRPOConfig(**values)
+
+
+# ======================================================================================
+# The table
+# ======================================================================================
+def knob_table(all_settings: bool = False):
+    """The mapping as a ``pandas.DataFrame``, one row per (our knob, TRL field).
+
+    Columns: ``ours``, ``our_default``, ``trl``, ``trl_default`` (both read from the
+    dataclasses), ``ours_in_trl`` (our default config translated), ``same`` (whether
+    that equals TRL's default; ``None`` where one side has no field) and ``note``.
+    ``all_settings=True`` adds a ``kind`` column and rows for
+    :data:`FIXED_TRL_SETTINGS` ("fixed"), :data:`NO_TRL_EQUIVALENT` ("refused") and
+    :data:`NOT_A_TRL_SETTING` ("elsewhere").
+    """
+    import pandas as pd
+
+    ours, theirs, default = field_defaults(GRPOConfig), _trl_defaults(), GRPOConfig()
+    rows = [dict(kind="mapped", ours=m.ours, our_default=ours[m.ours], trl=name,
+                 trl_default=theirs[name], ours_in_trl=m.convert(default), note=m.note)
+            for name, m in TRL_FIELDS.items()]
+    if all_settings:
+        rows += [dict(kind="fixed", ours="", our_default=None, trl=name,
+                      trl_default=theirs[name], ours_in_trl=value, note=why)
+                 for name, (value, why) in FIXED_TRL_SETTINGS.items()]
+        for kind, table in (("refused", NO_TRL_EQUIVALENT),
+                            ("elsewhere", NOT_A_TRL_SETTING)):
+            rows += [dict(kind=kind, ours=name, our_default=ours[name], trl="",
+                          trl_default=None, ours_in_trl=None, note=why)
+                     for name, why in table.items()]
+    frame = pd.DataFrame(rows)
+    frame.insert(6, "same", [r["ours_in_trl"] == r["trl_default"] if r["trl"]
+                             and r["ours"] else None for r in rows])
+    return frame if all_settings else frame.drop(columns="kind")
