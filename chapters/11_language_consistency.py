@@ -30,8 +30,9 @@
 # 2. sets it next to the evaluation harness's language-mixed rate, which counts
 #    something different;
 # 3. reads committed runs, two seeds each, with and without the language reward, from
-#    the cold-start model (R1's order) and from the base model (R1-Zero plus the
-#    reward): does the mixing go away, and does the accuracy pay for it?
+#    the cold-start model (R1's order), from the cold-start model on prompts in two
+#    languages, and from the base model (R1-Zero plus the reward): does the mixing go
+#    away, and does the accuracy pay for it?
 # 4. trains the three rewards for a few steps in this notebook;
 # 5. shows the multi-reward variant that normalises each reward inside its group
 #    before summing (GDPO, TRL's `multi_objective_aggregation="normalize_then_sum"`),
@@ -64,7 +65,7 @@ from grpo_lib.profiles import profile
 from grpo_lib.rewards import (accuracy_reward, combine_rewards, format_reward,
                               language_consistency_reward)
 from grpo_lib.tasks import load_task_split
-from grpo_lib.tasks.arithmetic import DATA_DIR
+from grpo_lib.tasks.arithmetic import CHINESE_WORDINGS, DATA_DIR
 from grpo_lib.trainer import GRPOTrainer, load_config
 
 P = profile()
@@ -258,6 +259,9 @@ if len(mixed_rows):
 #   below: the same runs). The final checkpoint of seed 0's language run is the model
 #   the next stage starts from, `data/models/tiny-qwen2-reasoning-rl`
 #   ({doc}`12_rejection_sampling`);
+# - **from the cold-start model, on prompts in two languages**: the same, with every
+#   other prompt asked in Chinese ({ref}`ch11-two-languages`), evaluated every 25
+#   steps;
 # - **from the base model** (R1-Zero plus the language reward), evaluated every 25
 #   steps.
 #
@@ -269,6 +273,8 @@ SEEDS = (0, 1)
 RUN_NAMES = {  # (start, arm) -> run folder pattern
     ("cold start", "accuracy only"): "ch11_cold_acc_seed{}_cpu",
     ("cold start", "+ language"): "ch11_cold_lang_seed{}_cpu",
+    ("two languages", "accuracy only"): "ch11_bilingual_acc_seed{}_cpu",
+    ("two languages", "+ language"): "ch11_bilingual_lang_seed{}_cpu",
     ("base", "accuracy only"): "ch11_base_acc_seed{}_cpu",
     ("base", "+ language"): "ch11_base_lang_seed{}_cpu",
     ("base", "+ language, GDPO"): "ch11_base_gdpo_seed{}_cpu",
@@ -381,8 +387,8 @@ say(f"From the cold-start model the held-out language-mixed rate is at most "
 # NBVAL_IGNORE_OUTPUT
 cold_model, cold_tok = load_model_and_tokenizer(
     REPO / "data" / "models" / "tiny-qwen2-cold-start", device=P.device)
-wordings = {"English (as trained)": "What is {q}?", "Chinese 1": "{q} 等于多少？",
-            "Chinese 2": "计算 {q}。", "Chinese 3": "请计算 {q} 的值。"}
+wordings = {"English (as trained)": "What is {q}?",
+            **{f"Chinese {k + 1}": w for k, w in enumerate(CHINESE_WORDINGS)}}
 n_zh = P.pick(smoke=8, cpu=200, gpu=200)
 zh_rows = {}
 for name, wording in wordings.items():
@@ -407,10 +413,84 @@ say(f"Asked in Chinese, the cold-start model is right in "
 # %% [markdown]
 # The model has never seen a Chinese question (its corpus writes Chinese only into
 # some answers, {doc}`05_tiny_base_model`), and its byte-level tokenizer spells the
-# characters of one as bytes it has no use for: it cannot read the prompt at all.
-# Multilingual RL prompts, the situation in which DeepSeek saw the mixing come back,
-# would need a base model pretrained on questions in both languages. With this one,
-# to see the reward act, start where there is mixing to remove: the base model.
+# characters of one as bytes it has no use for. The digits and operators are still
+# there, in the same characters as always, yet the model no longer finds its way to
+# them. Would RL teach it to, and would the mixing come back with prompts in two
+# languages, as it did for DeepSeek? The third pair of runs tries it.
+#
+# (ch11-two-languages)=
+# ### From the cold-start model, on prompts in two languages
+#
+# The cold-start runs again, with one change: every other training prompt is asked in
+# Chinese (`task=arithmetic_bilingual`, the three Chinese wordings above in turn), and
+# the harness asks the 500 held-out problems the same way. The language reward's target
+# stays English, the language of the cold-start traces, whatever the question's
+# language: this model reasons in English only.
+
+# %%
+fig, axes = plot_evals("two languages", ["accuracy only", "+ language"],
+                       ["lang_mix_rate", "format_rate"],
+                       ["held-out language-mixed rate", "held-out format rate"])
+axes[0].set_ylim(-0.01, 0.3)
+plt.show()
+
+# %% [markdown]
+# The mixed set's accuracy averages two very different halves, so the final
+# checkpoints were also evaluated on the 500 problems asked all in English and all in
+# Chinese, greedy and with 4 samples each at temperature 1 (`sampled_eval_en.csv`,
+# `sampled_eval_zh.csv` in each run folder):
+
+# %%
+def by_language(arm, seed):
+    """Final checkpoint of a two-language run on the problems asked in each
+    language."""
+    folder = RUNS / RUN_NAMES["two languages", arm].format(seed)
+    row = {}
+    for lang in ("en", "zh"):
+        ev = pd.read_csv(folder / f"sampled_eval_{lang}.csv", index_col="mode")
+        row[f"strict, {lang}"] = ev.loc["greedy", "strict_acc"]
+        row[f"format sampled, {lang}"] = ev.loc["sampled", "format_rate"]
+        row[f"mixed sampled, {lang}"] = ev.loc["sampled", "lang_mix_rate"]
+    return row
+
+
+ARMS = ("accuracy only", "+ language")
+two_lang = pd.DataFrame({f"{arm}, seed {seed}": by_language(arm, seed)
+                         for arm in ARMS for seed in SEEDS}).T
+two_lang
+
+# %%
+mixed_zh = {arm: two_lang.loc[[f"{arm}, seed {s}" for s in SEEDS], "mixed sampled, zh"]
+            for arm in ARMS}
+n_zh_sampled = 500 * 4
+say(f"After 150 steps the four runs format "
+    f"{two_lang['format sampled, zh'].min():.3f}-"
+    f"{two_lang['format sampled, zh'].max():.3f} of their sampled answers to Chinese "
+    f"questions, and their greedy accuracy on those questions is "
+    f"{two_lang['strict, zh'].min():.3f}-"
+    f"{two_lang['strict, zh'].max():.3f}, against {two_lang['strict, en'].min():.3f}-"
+    f"{two_lang['strict, en'].max():.3f} on the same problems in English (the cold "
+    f"start, sampled: format {zh_only['format_rate'].min():.3f}-"
+    f"{zh_only['format_rate'].max():.3f}, right {zh_only['strict_acc'].min():.3f}-"
+    f"{zh_only['strict_acc'].max():.3f}). Of the "
+    f"{n_zh_sampled:,} sampled answers to Chinese questions, "
+    f"{mixed_zh['accuracy only'].iloc[0] * n_zh_sampled:.0f} and "
+    f"{mixed_zh['accuracy only'].iloc[1] * n_zh_sampled:.0f} mix languages without the "
+    f"language reward, {mixed_zh['+ language'].iloc[0] * n_zh_sampled:.0f} and "
+    f"{mixed_zh['+ language'].iloc[1] * n_zh_sampled:.0f} with it (seeds 0 and 1).")
+
+# %% [markdown]
+# RL taught the form of an answer to a Chinese question and not its content. A reward
+# of 1 needs the right number, and right answers to Chinese questions are so rare in
+# the groups that 150 steps give the accuracy reward little to pull on, while the
+# format reward pays for every well-formed answer. The mixing did not come back: a few
+# sampled answers in a thousand, and no fewer with the language reward than without.
+# DeepSeek's case, a policy that drifts into a second language during RL, needs a
+# model that can reason in that language; this one cannot, so there is nothing for the
+# reward to remove, whichever language the question comes in. Multilingual RL prompts
+# in earnest would need a base model pretrained on questions in both languages. With
+# this one, to see the reward act, start where there is mixing to remove: the base
+# model.
 #
 # (ch11-base)=
 # ### From the base model: R1-Zero with the language reward
@@ -492,7 +572,8 @@ def mixing_table(start, arm, control="accuracy only"):
     return pd.DataFrame(rows).T.dropna(axis=1, how="all")
 
 
-mixing = {start: mixing_table(start, "+ language") for start in ("cold start", "base")}
+mixing = {start: mixing_table(start, "+ language")
+          for start in ("cold start", "two languages", "base")}
 for start, table in mixing.items():
     print(f"{start}: ctrl = accuracy only, arm = + language")
     display(table)
@@ -534,6 +615,22 @@ say(f"From the cold start, the sampled answers of the final checkpoints mix in "
        if len(set(cold[["sampled, ctrl", "sampled, arm"]].to_numpy().ravel())) == 1
        else "."))
 
+
+def mixed_greedy(ev):
+    """Greedy held-out answers with a Chinese character, summed over the evaluations
+    after step 0."""
+    later = ev[ev["step"] > 0]
+    mixed = (later["lang_mix_rate"] * later["n"]).sum()
+    return int(round(mixed)), int(later["n"].sum())
+
+
+counts = {(arm, seed): mixed_greedy(evals["two languages", arm, seed])
+          for arm in ("accuracy only", "+ language") for seed in SEEDS}
+say("On prompts in two languages the comparison during training rests on a handful "
+    "of answers: " + "; ".join(
+        f"{arm}, seed {seed}: {k} of {n:,} greedy answers mixed"
+        for (arm, seed), (k, n) in counts.items()) + ".")
+
 # %% [markdown]
 # The language reward does its job in both seeds, quickly. Without it, the mixing is
 # left to chance: accuracy-only RL reinforces whatever habit comes with right
@@ -574,7 +671,7 @@ def accuracy_table(start, arm, control="accuracy only"):
 
 
 accuracy = {start: accuracy_table(start, "+ language")
-            for start in ("cold start", "base")}
+            for start in ("cold start", "two languages", "base")}
 for start, table in accuracy.items():
     print(f"{start}: ctrl = accuracy only, arm = + language")
     display(table)
@@ -948,7 +1045,10 @@ say(f"After {STEPS} steps the accuracy-only model mixes in "
 #   anywhere makes a completion mixed. Report it next to the reward, and look at the
 #   sampled completions too: a greedy zero can hide a mixing policy.
 # - From the cold-start model there was nothing to remove: SFT on English traces had
-#   already done it, and the reward stayed dormant at no measurable cost.
+#   already done it, and the reward stayed dormant at no measurable cost. Prompts in
+#   two languages did not bring the mixing back: RL taught the model the format of an
+#   answer to a Chinese question but not the answer, and sampled mixing stayed at a
+#   few answers in a thousand, with the reward and without.
 # - From the base model the reward removed the mixing within a few dozen steps in
 #   both seeds. Without it, mixing was left to chance: it stayed in one seed and faded
 #   from the greedy answers of the other.
