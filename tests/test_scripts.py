@@ -86,3 +86,45 @@ def test_the_book_builds_with_warnings_as_errors(tmp_path):
     warnings = [line for line in log.splitlines() if "WARNING" in line or "ERROR" in line]
     assert done.returncode == 0 and not warnings, "\n".join(warnings[:20]) or log[-3000:]
     assert (tmp_path / "_build" / "html" / "index.html").exists()
+
+
+def _ablation_module():
+    spec = importlib.util.spec_from_file_location("fast_path_ablation",
+                                                  SCRIPTS / "fast_path_ablation.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_fast_path_ablation_swaps_exactly_one_piece(monkeypatch):
+    import torch
+
+    import grpo_lib.fast_decode as fast_decode
+    import grpo_lib.sampling as sampling
+
+    ablation = _ablation_module()
+    logits = torch.randn(64, 50, generator=torch.Generator().manual_seed(0))
+    # each replacement draws what the piece it stands for draws, from the same stream
+    a = ablation.inverse_cdf_next_token(logits, 0.8, 0.9, True,
+                                        torch.Generator().manual_seed(1))
+    b = fast_decode.sample_inverse_cdf(logits, 0.8, 0.9, torch.Generator().manual_seed(1))
+    assert torch.equal(a, b)
+    a = ablation.multinomial_draw(logits, 0.8, 0.9, torch.Generator().manual_seed(1))
+    b = sampling.next_token(logits, 0.8, 0.9, True, torch.Generator().manual_seed(1))
+    assert torch.equal(a, b)
+    assert torch.equal(ablation.inverse_cdf_next_token(logits, do_sample=False),
+                       logits.argmax(-1))
+
+    seen = {}
+    monkeypatch.setattr(ablation, "train_from_yaml",
+                        lambda path, overrides: seen.update(overrides=overrides))
+    originals = sampling.next_token, fast_decode.sample_inverse_cdf
+    for arm, engine in (("sampler", "transformers"), ("numerics", "fast")):
+        monkeypatch.setattr(sampling, "next_token", originals[0])
+        monkeypatch.setattr(fast_decode, "sample_inverse_cdf", originals[1])
+        ablation.main([arm, "--set", "seed=3"])
+        assert seen["overrides"] == [f"rollout_engine={engine}",
+                                     "share_group_prompt=false", "seed=3"]
+        swapped = (sampling.next_token is ablation.inverse_cdf_next_token,
+                   fast_decode.sample_inverse_cdf is ablation.multinomial_draw)
+        assert swapped == ((True, False) if arm == "sampler" else (False, True))

@@ -1,0 +1,68 @@
+"""Train chapter 7's config with one piece of the fast path swapped, to find which piece
+the fast path's lower held-out accuracy comes from (chapter 19, "The fast path over
+many seeds").
+
+The fast path (``rollout_engine="fast"``, ``share_group_prompt=True``) changes three
+things against the standard one: the decode step's numerics (fused weights, the
+from-scratch model), the sampler (one uniform number per row, inverse CDF, instead of
+``torch.multinomial``), and the update (the prompt computed once per group). Each arm
+here keeps all but one of them:
+
+* ``sampler``: the standard path (transformers model, ``decode_batch``, no shared
+  prompt) with the inverse-CDF sampler in place of ``torch.multinomial``;
+* ``numerics``: the fast decode step with ``torch.multinomial`` in place of the
+  inverse-CDF sampler, and no shared prompt (what ``--set rollout_engine=fast --set
+  rollout_sampler=multinomial`` now runs from the trainer's own command).
+
+Usage::
+
+    OMP_NUM_THREADS=1 python scripts/fast_path_ablation.py ARM --set seed=S \\
+        --set output_dir=data/runs/NAME [--set key=value ...]
+
+``--set`` takes the same overrides as ``python -m grpo_lib train`` on
+``configs/r1_zero_arithmetic.yaml``.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+import grpo_lib.fast_decode as fast_decode
+import grpo_lib.sampling as sampling
+from grpo_lib.trainer import train_from_yaml
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "r1_zero_arithmetic.yaml"
+
+
+def inverse_cdf_next_token(logits, temperature=1.0, top_p=1.0, do_sample=True,
+                           generator=None):
+    """``sampling.next_token`` with the fast path's sampler."""
+    if not do_sample or temperature == 0:
+        return logits.float().argmax(dim=-1)
+    return fast_decode.sample_inverse_cdf(logits, temperature, top_p, generator)
+
+
+def multinomial_draw(logits, temperature=1.0, top_p=1.0, generator=None):
+    """``fast_decode.sample_inverse_cdf`` replaced by the standard path's draw."""
+    return sampling.next_token(logits, temperature, top_p, True, generator)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("arm", choices=("sampler", "numerics"))
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    args = parser.parse_args(argv)
+    if args.arm == "sampler":
+        sampling.next_token = inverse_cdf_next_token  # decode_batch looks it up here
+        overrides = ["rollout_engine=transformers", "share_group_prompt=false"]
+    else:
+        fast_decode.sample_inverse_cdf = multinomial_draw  # decode_fast looks it up
+        overrides = ["rollout_engine=fast", "share_group_prompt=false"]
+    torch.manual_seed(0)
+    train_from_yaml(CONFIG, overrides + args.overrides)
+
+
+if __name__ == "__main__":
+    main()
