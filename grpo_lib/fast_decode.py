@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .qwen2 import Qwen2, StaticKVCache, rope_cos_sin
-from .sampling import Rollout, generate, top_p_filter
+from .sampling import Rollout, generate, next_token, top_p_filter
 
 __all__ = ["FusedLayer", "fuse_weights", "rotate_half_matrix", "sample_inverse_cdf",
            "decode_step", "prefill_once", "decode_fast", "generate_fast"]
@@ -109,9 +109,16 @@ def sample_inverse_cdf(logits: Tensor, temperature: float = 1.0, top_p: float = 
                          "for greedy decoding take logits.argmax(-1).")
     logits = top_p_filter(logits.float() / temperature, top_p)  # [B, V]
     cdf = logits.softmax(dim=-1).cumsum(dim=-1)  # [B, V]
-    u = torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device)  # [B, 1]
-    token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)  # [B, 1]
-    return token.squeeze(-1).clamp_(max=cdf.shape[-1] - 1)  # [B]
+    u = torch.rand(cdf.shape[0], generator=generator, device=cdf.device)  # [B]
+    return inverse_cdf_token(cdf, u)
+
+
+def inverse_cdf_token(cdf: Tensor, u: Tensor) -> Tensor:
+    r"""The token :math:`\min\{v : F_v > u F_V\}` of each row of ``cdf`` ``[B, V]``
+    (a cumulative sum of probabilities, :math:`F_V` its last entry, 1 up to
+    round-off), for ``u`` ``[B]`` in ``[0, 1)``. Returns ``[B]``."""
+    token = torch.searchsorted(cdf, u[:, None] * cdf[:, -1:], right=True)  # [B, 1]
+    return token.squeeze(-1).clamp(max=cdf.shape[-1] - 1)  # [B]
 
 
 def decode_step(model: Qwen2, layers: list[FusedLayer], token: Tensor, column: int,
@@ -168,15 +175,23 @@ def prefill_once(model: Qwen2, ids: Tensor, mask: Tensor, positions: Tensor,
     return logits[inverse]  # [b, V]
 
 
+FAST_SAMPLERS = ("inverse_cdf", "multinomial")
+"""How :func:`decode_fast` draws a token: :func:`sample_inverse_cdf` (one uniform
+number per row) or :func:`grpo_lib.sampling.next_token` (``torch.multinomial``, the
+standard path's draw: the same tokens from the same generator)."""
+
+
 def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
                 temperature: float = 1.0, top_p: float = 1.0, do_sample: bool = True,
                 generator: torch.Generator | None = None, stop_ids: Sequence[int],
-                pad_id: int, ignore_eos: bool = False, use_cache: bool = True):
+                pad_id: int, ignore_eos: bool = False, use_cache: bool = True,
+                sampler: str = "inverse_cdf"):
     r""":func:`grpo_lib.qwen2.decode_static` with :func:`decode_step` and
     :func:`sample_inverse_cdf`: the prefill is the model's own forward, once per
     distinct prompt (:func:`prefill_once`), every later token one fast step.
 
-    Same arguments; returns ``(completion_ids [b, C], completion_mask [b, C],
+    Same arguments, and ``sampler`` (:data:`FAST_SAMPLERS`); returns
+    ``(completion_ids [b, C], completion_mask [b, C],
     finished [b], sampler_logprobs [b, C])``, the last being the log-probability of
     each chosen token under :math:`\mathrm{softmax}(z / \tau)` in the sampler's own
     numerics (:math:`\tau = 1` when greedy; 0 after a row's stop token), which the
@@ -187,6 +202,8 @@ def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
     if not use_cache:
         raise ValueError("decode_fast always decodes over its static cache; for "
                          "use_cache=False use grpo_lib.sampling.decode_batch.")
+    if sampler not in FAST_SAMPLERS:
+        raise ValueError(f"sampler={sampler!r}; choose one of {FAST_SAMPLERS}.")
     (b, P), device = ids.shape, ids.device
     s, width = model.settings, ids.shape[1] + max_new_tokens
     dtype = model.model.embed_tokens.weight.dtype
@@ -205,8 +222,12 @@ def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
     greedy = not do_sample or temperature == 0
     tau = 1.0 if greedy else temperature
     for step in range(max_new_tokens):
-        token = (logits.argmax(dim=-1) if greedy else
-                 sample_inverse_cdf(logits, temperature, top_p, generator))  # [b]
+        if greedy:
+            token = logits.argmax(dim=-1)  # [b]
+        elif sampler == "inverse_cdf":
+            token = sample_inverse_cdf(logits, temperature, top_p, generator)  # [b]
+        else:
+            token = next_token(logits, temperature, top_p, True, generator)  # [b]
         token = torch.where(finished, pad_id, token)
         logp = torch.log_softmax(logits.float() / tau, dim=-1)  # [b, V]
         logprobs.append(logp.gather(1, token[:, None]).squeeze(1))  # [b]

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import functools
 import json
 import math
 import time
@@ -52,6 +53,7 @@ import torch
 
 from . import parsing
 from .advantages import decoupled_advantages, group_advantages
+from .fast_decode import FAST_SAMPLERS
 from .logprobs import sequence_logprobs
 from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, policy_loss,
                      sampling_importance_weights)
@@ -159,8 +161,12 @@ class GRPOConfig(YAMLConfig):
     rollout_engine: str = "transformers"
     """Model that samples: "transformers" (the policy), "scratch" (grpo_lib.qwen2
     over the policy's own weight tensors, static KV cache; same samples, faster) or
-    "fast" (the same model with grpo_lib.fast_decode's step: the same distribution
-    from another random stream, fastest)."""
+    "fast" (the same model with grpo_lib.fast_decode's step, fastest)."""
+    rollout_sampler: str = "inverse_cdf"
+    """How the "fast" engine draws a token: "inverse_cdf" (one uniform number per row:
+    the same distribution from another random stream, fastest) or "multinomial"
+    (``torch.multinomial``, the standard path's draw: the same tokens as
+    rollout_engine="transformers" up to round-off)."""
     dynamic_sampling: bool = False
     """DAPO: drop zero-variance groups and sample more prompts to refill the batch."""
     dynamic_sampling_max_rounds: int = 3
@@ -356,6 +362,13 @@ class GRPOConfig(YAMLConfig):
                 f"rollout_engine={self.rollout_engine!r}; choose one of "
                 f"{ROLLOUT_ENGINES}."
             )
+        if self.rollout_sampler not in FAST_SAMPLERS:
+            bad(f"rollout_sampler={self.rollout_sampler!r}; choose one of "
+                f"{FAST_SAMPLERS}.")
+        elif self.rollout_sampler != "inverse_cdf" and self.rollout_engine != "fast":
+            bad(f"rollout_sampler={self.rollout_sampler!r} is read by "
+                f"rollout_engine='fast' only (got {self.rollout_engine!r}); the other "
+                f"engines always draw with torch.multinomial.")
         if self.lr_scheduler_type not in LR_SCHEDULERS:
             bad(
                 f"lr_scheduler_type={self.lr_scheduler_type!r}; choose one of "
@@ -779,8 +792,10 @@ class GRPOTrainer(TrainingLoop):
         if scratch is None or not _shares_weights(scratch, self.model):
             scratch = Qwen2.from_transformers(self.model, share_weights=True)
             self._scratch_model = scratch
-        fast = self.config.rollout_engine == "fast"
-        return scratch, decode_fast if fast else decode_static
+        if self.config.rollout_engine == "fast":
+            return scratch, functools.partial(decode_fast,
+                                              sampler=self.config.rollout_sampler)
+        return scratch, decode_static
 
     def _sample_batch(self) -> tuple[Rollout, list[dict], torch.Tensor, dict]:
         """Rollout + rewards for one step (with DAPO dynamic sampling if enabled).

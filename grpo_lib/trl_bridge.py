@@ -305,6 +305,8 @@ NOT_A_TRL_SETTING: dict[str, str] = {
                              "name is the whole rollout batch",
     "rollout_engine": "our decode loop (speed only); TRL samples with "
                       "model.generate: the same distribution, another random stream",
+    "rollout_sampler": "how our fast engine draws a token (speed only); TRL draws "
+                       "with model.generate",
     "optimizer_offload": "where AdamW's state lives (memory only, same maths)",
     "share_group_prompt": "speed only (the same log-probs to round-off); TRL "
                           "computes each prompt G times",

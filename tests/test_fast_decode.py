@@ -14,6 +14,7 @@ The claims:
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pandas as pd
@@ -172,6 +173,43 @@ def test_bfloat16_rollout_runs_and_mostly_agrees(prompts):
     assert agree >= len(prompts) // 2, (f32.texts, bf16.texts)
 
 
+def test_multinomial_sampler_draws_the_standard_paths_tokens(prompts):
+    """sampler="multinomial": the fast step with torch.multinomial samples the very
+    tokens of the standard decode loop from the same seed (the logits agree to
+    round-off, which flips no draw here)."""
+    hf, tok = load_model_and_tokenizer(CHECKPOINTS["tiny"])
+    kwargs = dict(num_generations=4, max_new_tokens=48, seed=3)
+    standard = generate(hf, tok, prompts[:4], **kwargs)
+    fast = generate(Qwen2.from_transformers(hf, share_weights=True), tok, prompts[:4],
+                    decode_fn=functools.partial(decode_fast, sampler="multinomial"),
+                    **kwargs)
+    assert torch.equal(fast.completion_ids, standard.completion_ids)
+    assert fast.texts == standard.texts
+    with pytest.raises(ValueError, match="sampler='gumbel'; choose one of"):
+        generate(load_qwen2(CHECKPOINTS["tiny"]), tok, prompts[:1], max_new_tokens=2,
+                 decode_fn=functools.partial(decode_fast, sampler="gumbel"))
+
+
+def test_fast_engine_with_multinomial_trains_the_standard_run(tmp_path):
+    """rollout_engine="fast" + rollout_sampler="multinomial" trains what the
+    transformers engine trains, step for step; a sampler with another engine is
+    refused."""
+    tok = build_tokenizer()
+    runs = {}
+    for engine, sampler in (("transformers", "inverse_cdf"), ("fast", "multinomial")):
+        config = GRPOConfig(output_dir=str(tmp_path / engine), per_step_prompts=2,
+                            num_generations=4, max_completion_length=12, max_steps=3,
+                            learning_rate=3e-2, progress_bar=False, sample_every=0,
+                            seed=0, rollout_engine=engine, rollout_sampler=sampler)
+        GRPOTrainer(random_model(tok, size="micro", seed=0), tok, [digit_share],
+                    config, ROWS).train()
+        runs[engine] = pd.read_csv(tmp_path / engine / "metrics.csv")
+    columns = [c for c in runs["fast"].columns if not c.startswith("time_")]
+    pd.testing.assert_frame_equal(runs["fast"][columns], runs["transformers"][columns])
+    with pytest.raises(ValueError, match="read by rollout_engine='fast' only"):
+        GRPOConfig(rollout_sampler="multinomial").validate()
+
+
 def test_decode_fast_refuses_use_cache_false(prompts):
     model, tok = load_qwen2(CHECKPOINTS["tiny"]), build_tokenizer()
     with pytest.raises(ValueError, match="use_cache=False use grpo_lib.sampling"):
@@ -192,7 +230,8 @@ def test_fast_engine_trains_and_samples_with_the_latest_weights(tmp_path):
     metrics = pd.read_csv(tmp_path / "fast" / "metrics.csv")
     assert len(metrics) == 3 and metrics["loss"].notna().all()
     sampler, decode_fn = trainer._rollout_model()
-    assert decode_fn is decode_fast
+    assert decode_fn.func is decode_fast
+    assert decode_fn.keywords == {"sampler": "inverse_cdf"}
     prompts = [r["prompt"] for r in ROWS]
 
     def greedy(m, fn=None):

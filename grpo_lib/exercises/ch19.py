@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from ..fast_decode import rotate_half_matrix
+from ..fast_decode import inverse_cdf_token, rotate_half_matrix
 from ..losses import sampling_importance_weights
 from ..qwen2 import rotate_half
 
@@ -44,9 +44,7 @@ def check_rotate_half_matrix(fn) -> bool:
 def reference_draw(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """The token ``min{v : F_v > u}`` of each row, ``F`` the cumulative sum of
     ``probs`` ``[B, V]``, for uniform numbers ``u`` ``[B]`` in ``[0, 1)``."""
-    cdf = probs.cumsum(-1)
-    token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)
-    return token.squeeze(-1).clamp(max=probs.shape[-1] - 1)
+    return inverse_cdf_token(probs.cumsum(-1), u)
 
 
 _DRAW_CASES = [
