@@ -427,12 +427,14 @@ for N in (16, 64, 256):
 # NBVAL_CHECK_OUTPUT
 from transformers import DynamicCache
 
+from grpo_lib.sampling import cache_kwarg  # `cache=`, or `past_key_values=` before 5.24
+
 cfg = model.config
 head_dim = cfg.hidden_size // cfg.num_attention_heads
 cache = DynamicCache(config=cfg)
 with torch.inference_mode():
     model(input_ids=rollout.prompt_ids[:4], attention_mask=rollout.prompt_mask[:4],
-          past_key_values=cache, use_cache=True)  # 4 rows of the group
+          **cache_kwarg(model, cache), use_cache=True)  # 4 rows of the group
 print(f"layers {len(cache.layers)}, keys of layer 0 "
       f"{tuple(cache.layers[0].keys.shape)}  [rows, kv heads, tokens, head dim]")
 per_token = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * 4

@@ -66,7 +66,8 @@ from grpo_lib.qwen2 import (DecoderLayer, Qwen2, Qwen2Settings, StaticKVCache,
                             load_qwen2, parameter_count, rms_norm, rope_cos_sin,
                             saved_activation_bytes, sdpa_attention, swiglu,
                             training_memory)
-from grpo_lib.sampling import generate, resolve_stop_token_ids, tokenize_prompts
+from grpo_lib.sampling import (cache_kwarg, generate, resolve_stop_token_ids,
+                               tokenize_prompts)
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR
 
@@ -535,7 +536,7 @@ with torch.no_grad():
     hf_full = hf_small(input_ids=ids, attention_mask=mask, position_ids=pos).logits
     steps = [small(ids[:, :P_len], mask[:, :P_len], pos[:, :P_len], cache=cache)]
     hf_steps = [hf_small(input_ids=ids[:, :P_len], attention_mask=mask[:, :P_len],
-                         position_ids=pos[:, :P_len], past_key_values=hf_cache,
+                         position_ids=pos[:, :P_len], **cache_kwarg(hf_small, hf_cache),
                          use_cache=True).logits]
     for c in range(P_len, S):
         steps.append(small(ids[:, c:c + 1], mask[:, :c + 1], pos[:, c:c + 1],
@@ -543,7 +544,8 @@ with torch.no_grad():
         hf_steps.append(hf_small(input_ids=ids[:, c:c + 1],
                                  attention_mask=mask[:, :c + 1],
                                  position_ids=pos[:, c:c + 1],
-                                 past_key_values=hf_cache, use_cache=True).logits)
+                                 **cache_kwarg(hf_small, hf_cache),
+                                 use_cache=True).logits)
 incremental = torch.cat(steps, dim=1)
 print(f"small model, {S - P_len} tokens decoded one at a time after a {P_len}-column "
       "prefill")

@@ -23,6 +23,8 @@ Greedy decoding here equals ``model.generate(do_sample=False)`` token for token
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -233,6 +235,19 @@ def _check_arguments(prompts, num_generations, max_new_tokens, temperature, top_
 # ------------------------------------------------------------------------- the loop
 
 
+def cache_kwarg(model, cache) -> dict:
+    """``{name: cache}``, the keyword by which ``model``'s forward takes its KV cache:
+    ``cache`` from transformers 5.24 on, ``past_key_values`` before (still accepted
+    there, with a deprecation warning)."""
+    return {_cache_name(type(model)): cache}
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_name(cls) -> str:
+    params = inspect.signature(cls.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
 def decode_batch(model, ids, mask, *, max_new_tokens, temperature, top_p, do_sample,
                  generator, stop_ids, pad_id, ignore_eos=False, use_cache=True):
     """The decode loop for one batch of left-padded prompts ``ids, mask [b, P]``.
@@ -253,7 +268,7 @@ def decode_batch(model, ids, mask, *, max_new_tokens, temperature, top_p, do_sam
     positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)  # [b, P] 0 at the first token
     cache = DynamicCache(config=model.config) if use_cache else None
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                past_key_values=cache, use_cache=use_cache)  # prefill
+                **cache_kwarg(model, cache), use_cache=use_cache)  # prefill
     logits = out.logits[:, -1, :]  # [b, V]
     seq, seq_mask, seq_pos = ids, mask, positions  # used without a cache
     last_pos = positions[:, -1:]  # [b, 1]
@@ -273,7 +288,8 @@ def decode_batch(model, ids, mask, *, max_new_tokens, temperature, top_p, do_sam
         if use_cache:
             mask = torch.cat([mask, ones], dim=-1)  # [b, P + step + 1]
             out = model(input_ids=token[:, None], attention_mask=mask,
-                        position_ids=last_pos, past_key_values=cache, use_cache=True)
+                        position_ids=last_pos, **cache_kwarg(model, cache),
+                        use_cache=True)
         else:  # recompute the whole sequence: P + step + 1 tokens per step, not 1
             seq = torch.cat([seq, token[:, None]], dim=-1)
             seq_mask = torch.cat([seq_mask, ones], dim=-1)

@@ -25,7 +25,8 @@ from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.qwen2 import (Qwen2, Qwen2Settings, StaticKVCache, attention_allowed,
                             generate_static, grouped_query_attention, load_qwen2,
                             rms_norm, sdpa_attention)
-from grpo_lib.sampling import generate, resolve_stop_token_ids, tokenize_prompts
+from grpo_lib.sampling import (cache_kwarg, generate, resolve_stop_token_ids,
+                               tokenize_prompts)
 from grpo_lib.tasks import load_task_split
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,15 +195,15 @@ def test_static_cache_decode_matches_full_forward(checkpoint, prompts):
         full = ours(ids, mask, pos)  # [4, S, V]
         steps = [ours(ids[:, :P], mask[:, :P], pos[:, :P], cache=cache)]
         hf_steps = [hf(input_ids=ids[:, :P], attention_mask=mask[:, :P],
-                       position_ids=pos[:, :P], past_key_values=hf_cache,
+                       position_ids=pos[:, :P], **cache_kwarg(hf, hf_cache),
                        use_cache=True).logits]
         for c in range(P, S):
             steps.append(ours(ids[:, c:c + 1], mask[:, :c + 1], pos[:, c:c + 1],
                               cache=cache, start=c))
             hf_steps.append(hf(input_ids=ids[:, c:c + 1],
                                attention_mask=mask[:, :c + 1],
-                               position_ids=pos[:, c:c + 1], past_key_values=hf_cache,
-                               use_cache=True).logits)
+                               position_ids=pos[:, c:c + 1],
+                               **cache_kwarg(hf, hf_cache), use_cache=True).logits)
     incremental = torch.cat(steps, dim=1)  # [4, S, V]
     # one query per decode step: attention kernels sum in another order than for a
     # whole sequence (2.9e-5 on the 16-core AVX-512 host of an H100, small model)
