@@ -44,6 +44,7 @@ from grpo_lib.display import print_environment
 print_environment()
 
 # %%
+import functools
 import tempfile
 import time
 
@@ -376,8 +377,9 @@ print(f"forward + backward: {1e3 * t_usual:.0f} ms usual, {1e3 * t_shared:.0f} m
 # ## Before and after
 #
 # The sampler first: 64 rows of `LENGTH` new tokens (every row forced to the full
-# length), `transformers`' `generate` against the book's sampler with each decode loop,
-# each timed three times after a warm-up, the best time counting:
+# length), `transformers`' `generate` against the book's sampler with each decode loop
+# (the fast one with both of its draws, {ref}`ch19-ablation` says why), each timed
+# three times after a warm-up, the best time counting:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -399,7 +401,9 @@ def run_sampler(model, fn):
 
 samplers = {"transformers generate": run_generate,
             **{f"sampler, {name}": run_sampler(m, fn) for name, (m, fn)
-               in loops.items()}}
+               in loops.items()},
+            "sampler, fast, multinomial draw": run_sampler(  # rollout_sampler=
+                ours, functools.partial(decode_fast, sampler="multinomial"))}
 for fn in samplers.values():
     fn()  # warm-up
 best = {}
@@ -488,6 +492,7 @@ print(f"{latest['date']} UTC, {latest['machine']}, {latest['threads']} threads: 
 
 # %%
 first, last = step_table.iloc[0], step_table.iloc[-1]
+draws = sampler_table["vs generate"]
 say(f"Here the step went from {first['step (s)']:.3f} s with the `transformers` "
     f"rollout to {last['step (s)']:.3f} s with the fast rollout and the prompt once: "
     f"{first['step (s)'] / last['step (s)']:.2f} times faster, "
@@ -495,8 +500,9 @@ say(f"Here the step went from {first['step (s)']:.3f} s with the `transformers` 
     f"{first['generation (s)']:.3f} s to {last['generation (s)']:.3f} s, the rest "
     f"of the step from {first['the rest (s)']:.3f} s to "
     f"{last['the rest (s)']:.3f} s. The sampler alone writes "
-    f"{sampler_table['vs generate'].iloc[-1]:.2f} times as many tokens per second "
-    f"as `generate`.")
+    f"{draws['sampler, fast']:.2f} times as many tokens per second as `generate`, "
+    f"{draws['sampler, fast, multinomial draw']:.2f} times with `torch.multinomial` as "
+    f"its draw.")
 
 # %% [markdown]
 # What is left between the step and its floor? The floor assumes every product runs
