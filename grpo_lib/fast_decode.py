@@ -42,7 +42,8 @@ from .qwen2 import Qwen2, StaticKVCache, rope_cos_sin
 from .sampling import Rollout, generate, next_token, top_p_filter
 
 __all__ = ["FusedLayer", "fuse_weights", "rotate_half_matrix", "sample_inverse_cdf",
-           "decode_step", "prefill_once", "decode_fast", "generate_fast"]
+           "inverse_cdf_token", "decode_step", "prefill_once", "FAST_SAMPLERS",
+           "decode_fast", "generate_fast"]
 
 
 @dataclass

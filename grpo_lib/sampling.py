@@ -38,6 +38,7 @@ __all__ = [
     "Rollout",
     "generate",
     "decode_batch",
+    "cache_kwarg",
     "top_p_filter",
     "next_token",
     "resolve_stop_token_ids",
