@@ -1,6 +1,5 @@
 """Train chapter 7's config with one piece of the fast path swapped, to find which piece
-the fast path's lower held-out accuracy comes from (chapter 19, "The fast path over
-many seeds").
+the fast path's lower held-out accuracy comes from (chapter 19, "Which piece?").
 
 The fast path (``rollout_engine="fast"``, ``share_group_prompt=True``) changes three
 things against the standard one: the decode step's numerics (fused weights, the
@@ -11,8 +10,8 @@ here keeps all but one of them:
 * ``sampler``: the standard path (transformers model, ``decode_batch``, no shared
   prompt) with the inverse-CDF sampler in place of ``torch.multinomial``;
 * ``numerics``: the fast decode step with ``torch.multinomial`` in place of the
-  inverse-CDF sampler, and no shared prompt (what ``--set rollout_engine=fast --set
-  rollout_sampler=multinomial`` now runs from the trainer's own command).
+  inverse-CDF sampler, and no shared prompt: the trainer's own
+  ``rollout_sampler="multinomial"``, nothing patched.
 
 Usage::
 
@@ -44,11 +43,6 @@ def inverse_cdf_next_token(logits, temperature=1.0, top_p=1.0, do_sample=True,
     return fast_decode.sample_inverse_cdf(logits, temperature, top_p, generator)
 
 
-def multinomial_draw(logits, temperature=1.0, top_p=1.0, generator=None):
-    """``fast_decode.sample_inverse_cdf`` replaced by the standard path's draw."""
-    return sampling.next_token(logits, temperature, top_p, True, generator)
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("arm", choices=("sampler", "numerics"))
@@ -58,8 +52,8 @@ def main(argv=None) -> None:
         sampling.next_token = inverse_cdf_next_token  # decode_batch looks it up here
         overrides = ["rollout_engine=transformers", "share_group_prompt=false"]
     else:
-        fast_decode.sample_inverse_cdf = multinomial_draw  # decode_fast looks it up
-        overrides = ["rollout_engine=fast", "share_group_prompt=false"]
+        overrides = ["rollout_engine=fast", "rollout_sampler=multinomial",
+                     "share_group_prompt=false"]
     torch.manual_seed(0)
     train_from_yaml(CONFIG, overrides + args.overrides)
 
