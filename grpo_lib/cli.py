@@ -1,5 +1,5 @@
 """Command line: ``python -m grpo_lib {make-data,make-sft-data,pretrain,card,eval,train,
-sft,export,rejection-sample,plot} ...``.
+sft,train-async,trl-train,export,rejection-sample,plot} ...``.
 
 Each subcommand is a thin wrapper around a library function, so everything the CLI does
 can also be done from a notebook or a script.
@@ -129,6 +129,32 @@ def _sft(args: argparse.Namespace) -> None:
     _run_from_yaml("sft", sft, args)
 
 
+def _train_async(args: argparse.Namespace) -> None:
+    """GRPO with a rollout worker process and bounded staleness (grpo_lib.async_rl)."""
+    from . import async_rl, trainer
+    from .yaml_config import read_yaml_values
+
+    with _setup_errors("train-async"):
+        extra = read_yaml_values(None, args.async_set or [], async_rl.AsyncConfig)
+        run = async_rl.async_trainer_from_yaml(args.config, args.set or [], extra)
+    try:
+        trainer.run_training(run)
+    except KeyboardInterrupt:  # the trainer saved a checkpoint and said how to resume
+        raise SystemExit(130) from None
+
+
+def _trl_train(args: argparse.Namespace) -> None:
+    """Our YAML config trained by TRL's GRPOTrainer (grpo_lib.trl_run)."""
+    from .trl_run import load_trl_run
+
+    with _setup_errors("trl-train"):
+        run = load_trl_run(args.config, args.set or [], args.trl or [])
+    try:
+        run()
+    except KeyboardInterrupt:  # a checkpoint was saved and the resume line printed
+        raise SystemExit(130) from None
+
+
 def _plot(args: argparse.Namespace) -> None:
     from .plots import plot_run
 
@@ -215,6 +241,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a config field")
     p.set_defaults(func=_train)
+
+    p = sub.add_parser("train-async", help="GRPO with a rollout worker process and "
+                                           "bounded staleness (chapter 20)")
+    p.add_argument("--config", required=True)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config field")
+    p.add_argument("--async", action="append", metavar="KEY=VALUE", dest="async_set",
+                   help="an AsyncConfig field: max_staleness, objective, "
+                        "behaviour_weight_cap, worker_threads, wait_timeout")
+    p.set_defaults(func=_train_async)
+
+    p = sub.add_parser("trl-train", help="the same YAML config trained by TRL's "
+                                         "GRPOTrainer (chapter 18)")
+    p.add_argument("--config", required=True)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a field of our config (resume_from_checkpoint="
+                        "latest continues a run)")
+    p.add_argument("--trl", action="append", metavar="KEY=VALUE",
+                   help="set a trl.GRPOConfig field our config does not map")
+    p.set_defaults(func=_trl_train)
 
     p = sub.add_parser("sft", help="supervised fine-tuning from a YAML config")
     p.add_argument("--config", required=True)
