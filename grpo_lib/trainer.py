@@ -441,6 +441,21 @@ class GRPOConfig(YAMLConfig):
 # ======================================================================================
 # Small helpers
 # ======================================================================================
+def task_prompts(rows: list[dict], prompt_format: str) -> list:
+    """The prompts the policy sees for ``rows``: the R1-Zero template of each
+    question (``"r1_zero"``), else the rows' ``prompt`` column, else a chat prompt
+    made from the question."""
+    if prompt_format == "r1_zero":
+        from .tasks.arithmetic import r1_zero_prompt
+
+        return [r1_zero_prompt(r["question"]) for r in rows]
+    if "prompt" in rows[0]:
+        return [r["prompt"] for r in rows]
+    from .tasks.arithmetic import chat_prompt
+
+    return [chat_prompt(r["question"]) for r in rows]
+
+
 def _rollout_seed(seed: int, step: int, round_: int) -> int:
     """A different, reproducible generator seed for every (run seed, step, round)."""
     return int(np.random.SeedSequence([seed, step, round_]).generate_state(1)[0])
@@ -694,15 +709,7 @@ class GRPOTrainer(TrainingLoop):
         return dataset
 
     def _prompts(self, rows: list[dict]) -> list:
-        if self.config.prompt_format == "r1_zero":
-            from .tasks.arithmetic import r1_zero_prompt
-
-            return [r1_zero_prompt(r["question"]) for r in rows]
-        if "prompt" in rows[0]:
-            return [r["prompt"] for r in rows]
-        from .tasks.arithmetic import chat_prompt
-
-        return [chat_prompt(r["question"]) for r in rows]
+        return task_prompts(rows, self.config.prompt_format)
 
     # ------------------------------------------------------------------ rewards
     def _warn_once(self, name: str, kind: str, message: str) -> None:
