@@ -163,6 +163,9 @@ def worker_main(spec: dict, start_index: int, published, out_queue, stop) -> Non
     from .qwen2 import Qwen2
     from .sampling import generate
 
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar at every (re)start
     torch.set_num_threads(spec["threads"])
     cfg: GRPOConfig = spec["config"]
     model, tokenizer = load_model_and_tokenizer(spec["model_dir"], device="cpu",
@@ -278,6 +281,15 @@ class AsyncGRPOTrainer(GRPOTrainer):
             try:
                 item = self._queue.get(timeout=0.2)
             except queue_module.Empty:
+                item = None
+            except (ConnectionError, EOFError, OSError):
+                # a batch cut off by a worker that died while sending it (its
+                # tensors travel through a socket that closed with it)
+                self._worker.join(timeout=5)
+                if self._worker.is_alive():
+                    raise
+                item = None
+            if item is None:
                 if not self._worker.is_alive():
                     failed += 1
                     if failed > MAX_RESTARTS_IN_A_ROW:
