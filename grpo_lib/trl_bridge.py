@@ -387,7 +387,35 @@ def _refusals(config: GRPOConfig, overrides: dict, trl_names: set) -> list[str]:
     return problems
 
 
-def to_trl_config(config: GRPOConfig, **overrides):
+def _split_over_processes(config: GRPOConfig, n: int) -> dict[str, int]:
+    """The batch fields for ``n`` processes: one of our steps stays one generation
+    batch of B = prompts x G completions and one optimizer step.
+
+    TRL 1.16 splits ``generation_batch_size`` over the processes, each taking
+    ``steps_per_generation`` chunks of ``per_device_train_batch_size``; so
+    ``per_device = m = min(micro_batch_size, B / n)`` and
+    ``gradient_accumulation_steps = B / (n m)``. ``per_step_prompts`` must be a
+    multiple of n: each process scores whole groups where it generated them.
+    """
+    prompts, B = config.per_step_prompts, config.batch_size
+    if n < 1:
+        raise ValueError(f"num_processes must be at least 1, got {n}.")
+    if prompts % n:
+        raise ValueError(
+            f"per_step_prompts={prompts} is not a multiple of the {n} processes: each "
+            f"process generates and scores whole groups of G={config.num_generations}."
+            f" Use per_step_prompts={-(-prompts // n) * n} (or another multiple).")
+    local = B // n  # completions per process and step
+    micro = min(config.micro_batch_size or local, local)
+    if local % micro:
+        raise ValueError(
+            f"micro_batch_size={micro} does not divide the {local} completions each "
+            f"of the {n} processes holds per step; use a divisor of {local}.")
+    return {"per_device_train_batch_size": micro,
+            "gradient_accumulation_steps": local // micro}
+
+
+def to_trl_config(config: GRPOConfig, num_processes: int = 1, **overrides):
     """Our :class:`~grpo_lib.trainer.GRPOConfig` as a ``trl.GRPOConfig``, on the CPU.
 
     Sets every field of :data:`TRL_FIELDS` from ``config`` (most copy one knob; the
@@ -401,6 +429,11 @@ def to_trl_config(config: GRPOConfig, **overrides):
     (``loss_type="reinforce"``), an override of a field our config sets, an override
     TRL does not know. Knobs in :data:`NOT_A_TRL_SETTING` are left out (they belong
     to the ``trl.GRPOTrainer(...)`` call or to our own logging).
+
+    ``num_processes`` > 1 (a launch by ``accelerate`` on N processes): the batch
+    fields are split so that a step is still one generation batch and one optimizer
+    step over all processes (:func:`_split_over_processes`), and
+    ``ddp_find_unused_parameters`` defaults to False.
     """
     trl = _import_trl()
     config = config.validate()
@@ -411,6 +444,9 @@ def to_trl_config(config: GRPOConfig, **overrides):
                          + "\n  - ".join(problems))
     values = {name: value for name, (value, _) in FIXED_TRL_SETTINGS.items()}
     values.update({name: m.convert(config) for name, m in TRL_FIELDS.items()})
+    if num_processes != 1:
+        values.update(_split_over_processes(config, num_processes))
+        values["ddp_find_unused_parameters"] = False
     values.update(overrides)
     if "activation_checkpointing" in trl_names:  # newer transformers' name for it
         old = values.pop("gradient_checkpointing")  # (the old name warns)

@@ -264,6 +264,46 @@ def _ch19_weights_with_padding(trainer_logp, sampler_logp, mask, clip_max):
     return w.masked_fill(w > clip_max, 0.0)
 
 # "chNN.check_name": (the wrong attempt passed to the checker, regex of its message)
+def _ch18_reward_of_the_messages(fn):  # str() of a message list, not its content
+    return lambda completions, **kw: fn([str(c) for c in completions],
+                                        answer=kw.get("answer"))
+
+
+def _ch18_accumulation_per_prompt(P, G, m, mu, steps):
+    return dict(generation_batch_size=P * G, per_device_train_batch_size=m,
+                gradient_accumulation_steps=P // m, max_steps=steps * mu)
+
+
+def _ch18_loss_sign_flipped(advantages, lengths, loss_type):
+    if loss_type == "grpo":
+        return sum(advantages) / len(advantages)
+    return sum(a * n for a, n in zip(advantages, lengths)) / sum(lengths)
+
+
+def _ch20_oldest_allowed_version(generate_s, update_s, max_staleness, steps):
+    return [max(0, s - max_staleness) for s in range(steps)]
+
+
+def _ch20_weight_upside_down(prox_logp, behav_logp, cap):
+    return [min(math.exp(b - p), cap) for p, b in zip(prox_logp, behav_logp)]
+
+
+def _ch20_speedup_with_warmup(metrics):
+    g, u = metrics["time_generate"].median(), metrics["time_update"].median()
+    return (g + u) / max(g, u)
+
+
+def _ch21_split_on_one_process(P, G, m, n):  # B / micro, as with one process
+    return (m or P * G), P * G // (m or P * G)
+
+
+def _ch21_answer_not_under_reward_model(row, task, split, index):
+    return {"data_source": f"grpo_lib/{task}", "prompt": row["prompt"],
+            "ability": "math", "reward_model": row["answer"],
+            "extra_info": {"split": split, "index": index,
+                           "question": row["question"], "answer": row["answer"]}}
+
+
 WRONG_ATTEMPTS = {
     "ch01.check_group_advantages": (_population_std_advantages, "which std"),
     # chapter 9's function (group indices) where chapter 1 wants one bool per group
@@ -320,6 +360,16 @@ WRONG_ATTEMPTS = {
     "ch19.check_draw": (_ch19_draw_at_or_above, "probability 0"),
     "ch19.check_sequence_mask_weights": (_ch19_weights_with_padding,
                                          "padding after a completion"),
+    "ch18.check_trl_reward": (_ch18_reward_of_the_messages,
+                              r"completions\[i\]\[-1\]\['content'\]"),
+    "ch18.check_trl_batch": (_ch18_accumulation_per_prompt, "Count completions"),
+    "ch18.check_onpolicy_loss": (_ch18_loss_sign_flipped, "Check the sign"),
+    "ch20.check_schedule": (_ch20_oldest_allowed_version, "newest one published"),
+    "ch20.check_behaviour_weight": (_ch20_weight_upside_down, "Upside down"),
+    "ch20.check_sync_speedup": (_ch20_speedup_with_warmup, "warm-up"),
+    "ch21.check_split": (_ch21_split_on_one_process, "one-process answer"),
+    "ch21.check_verl_row": (_ch21_answer_not_under_reward_model, "ground_truth"),
+    "ch21.check_loss_agg": (lambda t: "token-mean", "averages each completion"),
 }
 
 

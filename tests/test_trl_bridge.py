@@ -290,3 +290,33 @@ def test_trl_trains_two_steps_with_our_config_and_rewards(tmp_path):
     assert len(completions) == 4 and all(isinstance(c, str) for c in completions)
     assert kwargs["num_generations"] == 2 and "trainer_state" not in kwargs
     assert {"prompt", "question", "answer", "completion_ids"} <= set(kwargs)
+
+
+@pytest.mark.parametrize("prompts, G, micro, n, per_device, accumulation", [
+    (16, 8, 64, 2, 64, 1),   # chapter 7's config on 2 processes
+    (16, 8, 32, 2, 32, 2),
+    (16, 8, 64, 4, 32, 1),   # micro-batch capped at a process's share
+    (4, 4, None, 2, 8, 1),   # None: each process's share in one pass
+])
+def test_batch_split_over_processes(tmp_path, monkeypatch, prompts, G, micro, n,
+                                    per_device, accumulation):
+    """One of our steps stays one generation batch (B = prompts x G over all
+    processes) and one optimizer step; TRL's world size is patched (a real one
+    needs a launch: tests/test_scale_out.py)."""
+    monkeypatch.setattr(trl.GRPOConfig, "world_size", property(lambda self: n))
+    config = GRPOConfig(per_step_prompts=prompts, num_generations=G,
+                        micro_batch_size=micro, output_dir=str(tmp_path))
+    c = to_trl_config(config, num_processes=n)
+    assert c.generation_batch_size == prompts * G
+    assert (c.per_device_train_batch_size, c.gradient_accumulation_steps) == (
+        per_device, accumulation)
+    assert c.steps_per_generation == accumulation  # one update per generation batch
+    assert c.ddp_find_unused_parameters is False
+
+
+def test_batch_split_refuses_groups_cut_between_processes(tmp_path):
+    config = GRPOConfig(per_step_prompts=6, num_generations=4, output_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="per_step_prompts=8"):
+        to_trl_config(config, num_processes=4)
+    with pytest.raises(ValueError, match="at least 1"):
+        to_trl_config(config, num_processes=0)

@@ -1,0 +1,299 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# (ch21)=
+# # Scaling out
+#
+# Everything so far ran in one process. The same task, rewards and configuration also
+# run on the engines that spread a run over many processes and GPUs. This chapter
+# hands chapter 7's run to two of them and checks each hand-off here, on a CPU:
+#
+# 1. **TRL on N processes**, launched by `accelerate`: the batch arithmetic that
+#    keeps one of our steps one step, and a real run on two processes;
+# 2. **the files a reader changes for N GPUs**: DeepSpeed ZeRO-2/3 and vLLM in
+#    colocate mode, each read by the installed packages' own parsers;
+# 3. **verl**: the task exported in the layout its GRPO recipes read, a reward
+#    module with its signature, and the command line with every knob mapped.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from grpo_lib.display import print_environment
+
+print_environment()
+
+# %%
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pandas as pd
+import trl
+import yaml
+from accelerate.commands.config.config_args import load_config_from_file
+
+from grpo_lib.display import say, show_source
+from grpo_lib.models import load_model_and_tokenizer
+from grpo_lib.profiles import profile
+from grpo_lib.rewards import accuracy_reward, format_reward
+from grpo_lib.sampling import generate
+from grpo_lib.tasks import load_task_split
+from grpo_lib.tasks.arithmetic import DATA_DIR
+from grpo_lib.trainer import load_config
+from grpo_lib.trl_bridge import _split_over_processes, to_trl_config
+from grpo_lib.verl_bridge import (compute_score, export_verl_parquet, knob_table,
+                                  shell_command, verl_command)
+
+P = profile()
+pd.set_option("display.width", 120)
+pd.set_option("display.max_colwidth", 70)
+
+ROOT = DATA_DIR.parents[1]  # the repository root
+CONFIG = ROOT / "configs" / "r1_zero_arithmetic.yaml"  # chapter 7's run
+ACCELERATE = ROOT / "configs" / "accelerate"
+config7 = load_config(CONFIG)
+
+# %% [markdown]
+# ## TRL on N processes
+#
+# With `accelerate`, every process holds a copy of the policy, generates and scores
+# its share of the step's completions, and the gradients are averaged over the
+# processes. TRL splits its generation batch of $B = P \times G$ completions over the
+# $N$ processes, so the batch fields change with $N$. For one of our steps to remain
+# one generation batch and one optimizer step:
+#
+# $$m = \min\!\big(\texttt{micro\_batch\_size}, B/N\big), \qquad
+# \texttt{gradient\_accumulation\_steps} = \frac{B}{N\,m},$$
+#
+# with $P$ a multiple of $N$, so that every process scores whole groups (a group's
+# advantages need all $G$ of its rewards):
+
+# %%
+show_source(_split_over_processes, docstring=False)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+split = pd.DataFrame({n: _split_over_processes(config7, n) for n in (1, 2, 4, 8, 16)}).T
+split.index.name = "processes"
+print(split.to_string())
+
+# %% [markdown]
+# `scripts/trl_multiprocess.py` trains our YAML configuration with TRL on as many
+# processes as it is launched on. Two processes on this CPU, with gloo averaging the
+# gradients (a few steps of a small batch):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+out_dir = tempfile.mkdtemp(prefix="ch21_2proc_")
+steps = P.pick(smoke=2, cpu=4, gpu=4)
+command = [sys.executable, "-m", "accelerate.commands.launch",
+           "--config_file", str(ACCELERATE / "cpu_2proc.yaml"),
+           str(ROOT / "scripts/trl_multiprocess.py"),
+           "--config", str(CONFIG), "--smoke", "--set", f"max_steps={steps}",
+           "--set", "max_completion_length=96",
+           "--set", f"model_name_or_path={ROOT / 'data/models/tiny-qwen2-base'}",
+           "--set", f"output_dir={out_dir}"]
+done = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                      env={**os.environ, "OMP_NUM_THREADS": "1"})
+print(done.stdout.strip().splitlines()[-1] if done.returncode == 0 else done.stderr)
+summary = json.loads(open(f"{out_dir}/multiprocess_summary.json").read())
+print({k: summary[k] for k in ("num_processes", "distributed_type", "backend",
+                               "generation_batch_size", "per_device_train_batch_size",
+                               "gradient_accumulation_steps", "steps")})
+print(pd.DataFrame(summary["scored_per_process"]).to_string(index=False))
+
+# %% [markdown]
+# Each process scored half of every step's completions, in whole groups. One detail
+# of the launch: `accelerate`'s `MULTI_CPU` mode starts its processes with `mpirun`,
+# which this machine does not have, and then starts only one. The configuration above
+# uses the `torchrun` launcher instead (its header says why), and TRL's `use_cpu`
+# keeps each process on the CPU with the gloo backend.
+#
+# ## The files a reader changes for N GPUs
+#
+# On GPUs the same script takes another `accelerate` configuration. DeepSpeed ZeRO-2
+# shards the optimizer state and the gradients over the processes; ZeRO-3 shards the
+# weights too. vLLM in colocate mode runs a generation engine beside the policy in
+# every process. `accelerate`'s own parser reads each file as `accelerate launch`
+# would (DeepSpeed itself is not installed here, so its engine is not checked):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+rows = {}
+for name in ("cpu_2proc.yaml", "deepspeed_zero2.yaml", "deepspeed_zero3.yaml"):
+    parsed = load_config_from_file(str(ACCELERATE / name))
+    ds = parsed.deepspeed_config or {}
+    rows[name] = {"distributed_type": str(parsed.distributed_type).split(".")[-1],
+                  "num_processes": parsed.num_processes,
+                  "mixed_precision": parsed.mixed_precision,
+                  "zero_stage": ds.get("zero_stage", "-")}
+print(pd.DataFrame(rows).T.to_string())
+
+# %%
+# NBVAL_CHECK_OUTPUT
+vllm_fields = yaml.safe_load((ACCELERATE / "vllm_colocate.yaml").read_text())
+with tempfile.TemporaryDirectory() as tmp:
+    trl_vllm = to_trl_config(load_config(CONFIG, [f"output_dir={tmp}"]), **vllm_fields)
+print({k: getattr(trl_vllm, k) for k in vllm_fields})
+
+# %% [markdown]
+# `trl.GRPOConfig` accepts the vLLM fields without importing vLLM. The commands that
+# use each file are in their headers; for example, eight GPUs with ZeRO-2 and vLLM:
+#
+# ```
+# accelerate launch --config_file configs/accelerate/deepspeed_zero2.yaml \
+#     --num_processes 8 scripts/trl_multiprocess.py \
+#     --config configs/r1_zero_arithmetic.yaml --set device=cuda --trl bf16=true \
+#     --trl-config configs/accelerate/vllm_colocate.yaml
+# ```
+#
+# ## Handing the run to verl
+#
+# verl's GRPO recipes read parquet files with one row per prompt: the chat messages,
+# a `data_source` that names the task, and the answer under
+# `reward_model.ground_truth`. `export_verl_parquet` writes our splits in that layout:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+verl_dir = tempfile.mkdtemp(prefix="ch21_verl_")
+train_file = export_verl_parquet("arithmetic", "train", verl_dir, n=64)
+exported = pd.read_parquet(train_file)
+print(exported.columns.tolist())
+print(json.dumps(exported.iloc[0].to_dict(), default=list, indent=1))
+
+# %% [markdown]
+# verl scores each completion with a function
+# `compute_score(data_source, solution_str, ground_truth, extra_info)`. Ours calls the
+# book's own reward functions and returns chapter 7's accuracy + 0.1 $\times$ format.
+# A check on completions sampled from the base model, against the reward functions
+# called as our trainer calls them, plus two adversarial answers:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+model, tok = load_model_and_tokenizer(ROOT / "data/models/tiny-qwen2-base")
+test_rows = load_task_split("arithmetic", "test").select(range(4))
+roll = generate(model, tok, [r["prompt"] for r in test_rows], num_generations=2,
+                max_new_tokens=96, seed=0)
+answers = [r["answer"] for r in test_rows for _ in range(2)]
+ours = [a + 0.1 * f for a, f in zip(accuracy_reward(roll.texts, answer=answers),
+                                    format_reward(roll.texts))]
+verl = [compute_score("grpo_lib/arithmetic", t, a) for t, a in zip(roll.texts,
+                                                                   answers)]
+print(pd.DataFrame({"completion": [t[:60] for t in roll.texts], "answer": answers,
+                    "ours": ours, "compute_score": verl}).to_string(index=False))
+print("adversarial:", compute_score("grpo_lib/arithmetic",
+                                    "<answer>9**9**9**9</answer>", "3"),
+      compute_score("grpo_lib/arithmetic", None, "3"))
+
+# %% [markdown]
+# The command line is built from our configuration, one verl key per knob; a knob
+# that verl cannot run as meant is refused with a reason, as with TRL:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+argv = verl_command(config7, data_dir="data/verl/arithmetic")
+shown = ("adv_estimator", "train_batch_size", "rollout.n=", "max_response_length",
+         "norm_adv", "loss_agg_mode", "optim.lr=", "clip_ratio_low", "use_kl_loss",
+         "total_training_steps", "custom_reward_function")
+picked = [a for a in argv[3:] if any(k in a for k in shown)]
+print(shell_command(argv[:3] + picked) + f" \\\n    ... ({len(argv) - 3 - len(picked)}"
+      f" more)")
+verl_knobs = knob_table(config7)
+print(verl_knobs.groupby("kind").size().to_string())
+
+# %% [markdown]
+# verl itself is not installed here: its release pins an older transformers
+# (below 5.11) than the book uses, and it samples with vLLM or SGLang, which need a
+# GPU. The export, the reward module and the command are tested without it
+# (`tests/test_verl_bridge.py`).
+#
+# ## Summary
+#
+# - On N processes, TRL splits its generation batch; setting
+#   `per_device_train_batch_size` and `gradient_accumulation_steps` from $B/N$ keeps
+#   one of our steps one generation batch and one optimizer step, and $P$ a multiple
+#   of $N$ keeps groups whole on each process.
+# - Two processes ran here on the CPU with gloo; the GPU configurations were read by
+#   `accelerate`'s and TRL's own parsers.
+# - verl reads the task as parquet rows, scores with `compute_score`, and takes the
+#   configuration as Hydra overrides, all generated from the same sources as our own
+#   trainer's.
+#
+# ## Exercises
+#
+# Solutions are in the appendix, {doc}`../book/solutions/ch21`.
+#
+# **21.1 — One step on N processes.** Write `my_split(per_step_prompts,
+# num_generations, micro_batch_size, num_processes)`: return
+# `(per_device_train_batch_size, gradient_accumulation_steps)`, or raise
+# `ValueError` when a group would be cut between processes.
+
+# %%
+from grpo_lib.exercises.ch21 import check_loss_agg, check_split, check_verl_row
+
+
+def my_split(per_step_prompts, num_generations, micro_batch_size, num_processes):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_split(my_split)
+except NotImplementedError:
+    print("Not implemented yet: first the completions each process holds, then "
+          "the micro-batch, then how many of them make one step.")
+
+# %% [markdown]
+# **21.2 — A verl row.** Write `my_verl_row(row, task, split, index)`: one of our
+# task rows (`question`, `answer`, `prompt`) in verl's layout (the five columns
+# above).
+
+# %%
+def my_verl_row(row, task, split, index):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_verl_row(my_verl_row)
+except NotImplementedError:
+    print("Not implemented yet: copy the exported row printed above, field by "
+          "field.")
+
+# %% [markdown]
+# **21.3 — The same loss, another name.** verl names its loss aggregations
+# `token-mean`, `seq-mean-token-mean`, `seq-mean-token-sum` and
+# `seq-mean-token-sum-norm`. Write `my_loss_agg(loss_type)`: the verl mode for our
+# `"grpo"`, `"dapo"` and `"dr_grpo"` (chapter 8 defines them).
+
+# %%
+def my_loss_agg(loss_type):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_loss_agg(my_loss_agg)
+except NotImplementedError:
+    print("Not implemented yet: for each loss, ask what is averaged first, and by "
+          "what it is divided.")
+
+# %% [markdown]
+# **21.4 — Think.** (a) With 16 prompts per step, which process counts keep every
+# group whole, and what breaks in a group-wise reward when a group is split? (b) ZeRO-3
+# shards the weights, but generation needs all of them. What must TRL do before each
+# rollout, and why does vLLM's colocate mode help? (c) verl's default loss
+# aggregation is `token-mean`. Which of our losses is that, and what would a reader
+# who ran chapter 7 with verl's defaults be comparing against?
