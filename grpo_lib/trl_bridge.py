@@ -113,8 +113,9 @@ def trl_reward(fn: Callable, name: str | None = None, *,
       ``completion_ids`` pass as they are; TRL's own extras (:data:`TRL_ONLY_KWARGS`)
       only if ``fn`` names them; a keyword ``fn`` does not take is dropped;
     * ``num_generations`` (G) is passed when given: TRL does not pass it, and
-      group-wise rewards (``length_reward``) need it. Single process only: with
-      several processes TRL scores a slice of the batch whose groups may be split.
+      group-wise rewards (``length_reward``) need it. With N processes each one
+      scores its own slice of the batch: whole groups when ``per_step_prompts`` is a
+      multiple of N, which ``to_trl_config(config, num_processes=N)`` checks.
 
     Scores come back as floats. ``None``, NaN and inf (a function's "cannot score")
     become ``missing``: 0.0 by default, which is what grpo_lib's trainer does; pass
