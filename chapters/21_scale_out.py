@@ -24,7 +24,8 @@
 # 2. **the files a reader changes for N GPUs**: DeepSpeed ZeRO-2/3 and vLLM in
 #    colocate mode, each read by the installed packages' own parsers;
 # 3. **verl**: the task exported in the layout its GRPO recipes read, a reward
-#    module with its signature, and the command line with every knob mapped.
+#    module with its signature, and the command line with every knob mapped;
+# 4. **a recipe for Qwen2.5-0.5B on GSM8K**, the model and the task as settings.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -38,6 +39,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 
 import pandas as pd
 import trl
@@ -47,8 +49,10 @@ from accelerate.commands.config.config_args import load_config_from_file
 from grpo_lib.display import say, show_source
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.profiles import profile
+from grpo_lib.qwen2 import Qwen2Settings, parameter_count
 from grpo_lib.rewards import accuracy_reward, format_reward
 from grpo_lib.sampling import generate
+from grpo_lib.speed import step_flops
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR
 from grpo_lib.trainer import load_config
@@ -218,6 +222,61 @@ print(verl_knobs.groupby("kind").size().to_string())
 # (below 5.11) than the book uses, and it samples with vLLM or SGLang, which need a
 # GPU. The export, the reward module and the command are tested without it
 # (`tests/test_verl_bridge.py`).
+#
+# ## A recipe for Qwen2.5-0.5B on GSM8K
+#
+# Where a hub is reachable, the same code trains a released model on a real
+# benchmark: the model and the task are settings. `configs/qwen25_gsm8k.yaml` is
+# chapter 7's recipe with `Qwen/Qwen2.5-0.5B-Instruct`, GSM8K (`task: gsm8k`, rows
+# from the hub's `openai/gsm8k`, the final number after `####` as the answer) and 512
+# completion tokens; its header lists every other change and why.
+#
+# ```
+# python -m grpo_lib train     --config configs/qwen25_gsm8k.yaml
+# python -m grpo_lib trl-train --config configs/qwen25_gsm8k.yaml
+# ```
+#
+# Offline, the task stops with one line before anything trains:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+recipe = load_config(ROOT / "configs" / "qwen25_gsm8k.yaml")
+os.environ["HF_DATASETS_OFFLINE"] = "1"  # as on a machine without a hub
+try:
+    load_task_split("gsm8k", "train")
+except OSError as err:
+    message = str(err)
+    print(textwrap.fill(message[message.index("It comes from"):], 88))
+
+# %% [markdown]
+# What one step of the recipe asks of a GPU follows from the model's shape (its
+# `config.json`, {cite}`qwen25_05b_config`, quoted in chapter 16) and chapter 19's
+# count of matrix-multiply work: 128 completions of up to 512 tokens after the
+# prompt, for two prompt lengths.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+QWEN25_05B = dict(  # Qwen/Qwen2.5-0.5B, config.json
+    model_type="qwen2", vocab_size=151936, hidden_size=896, intermediate_size=4864,
+    num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+    rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
+    max_position_embeddings=32768, use_sliding_window=False)
+qwen = Qwen2Settings.from_dict(QWEN25_05B)
+params = parameter_count(qwen)
+work = pd.DataFrame({
+    f"prompt {n} tokens": dict(zip(("rollout TFLOP", "update TFLOP"), [
+        f / 1e12 for f in step_flops(qwen, recipe.batch_size, n,
+                                     recipe.max_completion_length)]))
+    for n in (100, 200)}).T
+print(f"parameters: {params / 1e6:.0f}M; bfloat16 weights {2 * params / 2**30:.2f} "
+      f"GiB, AdamW's two moments in float32 {8 * params / 2**30:.2f} GiB")
+print(work.to_string(float_format=lambda v: f"{v:.1f}"))
+
+# %% [markdown]
+# Seconds per step are that work divided by the rate the reader's GPU sustains:
+# `grpo_lib.speed.matmul_peak(torch.bfloat16)` measures its peak there, and
+# chapter 19 measured how far a step falls short of the peak on this book's
+# machine.
 #
 # ## Summary
 #

@@ -146,7 +146,7 @@ def test_export_refuses_a_bad_row_count(tmp_path, n):
 
 def test_export_refuses_an_unknown_task(tmp_path):
     with pytest.raises(ValueError, match="unknown task"):
-        export_verl_parquet("gsm8k", "train", tmp_path, n=2)
+        export_verl_parquet("no_such_task", "train", tmp_path, n=2)
 
 
 def test_verl_row_names_missing_columns():

@@ -22,9 +22,13 @@ def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
 def load_task_split(task: str = "arithmetic", split: str = "train"):
     """A task's split as a ``datasets.Dataset`` (columns: question, answer, prompt,
     ...). ``arithmetic_zh`` asks the same problems in Chinese, ``arithmetic_bilingual``
-    every odd one."""
+    every odd one; ``gsm8k`` comes from the Hugging Face hub."""
     if task in TASKS:
         from .arithmetic import load_split
 
         return load_split(split, language=TASKS[task])
-    raise ValueError(f"unknown task {task!r}; available: {', '.join(TASKS)}")
+    if task == "gsm8k":  # from the Hugging Face hub (tasks/gsm8k.py)
+        from .gsm8k import load_split as load_gsm8k
+
+        return load_gsm8k(split)
+    raise ValueError(f"unknown task {task!r}; available: {', '.join(TASKS)}, gsm8k")
