@@ -25,8 +25,9 @@ def _setup_errors(command: str):
 
 def _make_data(args: argparse.Namespace) -> None:
     """``--stage arithmetic`` (the splits), ``cold-start`` (annotated conversations
-    drawn from the train split) or ``skills`` (the non-reasoning skills)."""
-    from .tasks import arithmetic, cold_start, skills
+    drawn from the train split), ``skills`` (the non-reasoning skills) or
+    ``countdown`` (GRPO-Zero's task)."""
+    from .tasks import arithmetic, cold_start, countdown, skills
 
     # sizes left out keep the writer's own defaults
     sizes = {name: value for name, value in
@@ -39,6 +40,9 @@ def _make_data(args: argparse.Namespace) -> None:
             n = {"n": sizes["n_train"]} if "n_train" in sizes else {}
             cold_start.write_cold_start(args.out or cold_start.COLD_START_DIR,
                                         seed=args.seed, **n)
+        elif args.stage == "countdown":
+            countdown.write_splits(args.out or countdown.DATA_DIR, seed=args.seed,
+                                   **sizes)
         else:
             skills.write_skills(args.out or skills.SKILLS_DIR, seed=args.seed, **sizes)
 
@@ -170,12 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "make-data", help="write a data set: the arithmetic splits (default), the "
-                          "cold-start conversations or the non-reasoning skills")
+                          "cold-start conversations, the non-reasoning skills or "
+                          "the Countdown splits")
     p.add_argument("--stage", default="arithmetic",
-                   choices=["arithmetic", "cold-start", "skills"])
+                   choices=["arithmetic", "cold-start", "skills", "countdown"])
     p.add_argument("--out", default=None,
-                   help="folder (default data/arithmetic, data/cold_start or "
-                        "data/skills)")
+                   help="folder (default data/arithmetic, data/cold_start, "
+                        "data/skills or data/countdown)")
     p.add_argument("--n-train", type=int, default=None,
                    help="training rows (defaults: 20000 problems; 4000 conversations; "
                         "500 per skill)")

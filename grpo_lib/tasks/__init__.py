@@ -27,8 +27,13 @@ def load_task_split(task: str = "arithmetic", split: str = "train"):
         from .arithmetic import load_split
 
         return load_split(split, language=TASKS[task])
+    if task == "countdown":  # GRPO-Zero's task (tasks/countdown.py)
+        from .countdown import load_split as load_countdown
+
+        return load_countdown(split)
     if task == "gsm8k":  # from the Hugging Face hub (tasks/gsm8k.py)
         from .gsm8k import load_split as load_gsm8k
 
         return load_gsm8k(split)
-    raise ValueError(f"unknown task {task!r}; available: {', '.join(TASKS)}, gsm8k")
+    raise ValueError(f"unknown task {task!r}; available: {', '.join(TASKS)}, "
+                     f"countdown, gsm8k")
