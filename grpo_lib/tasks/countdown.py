@@ -29,7 +29,7 @@ USER_TEMPLATE = (
     "use basic arithmetic operations (+, -, *, /) and each number can only be used "
     "once. Show your work in <think> </think> tags. And return the final answer in "
     "<answer> </answer> tags, for example <answer> (1 + 2) / 3 </answer>.")
-"""GRPO-Zero's user message (seed 001, part 2), in English."""
+"""GRPO-Zero's user message (its ``countdown_task.py``), in English."""
 
 
 def countdown_prompt(numbers: Sequence[int], target: int) -> list[dict]:
