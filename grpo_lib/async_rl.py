@@ -48,10 +48,10 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 
-from .trainer import GRPOConfig, GRPOTrainer, _rollout_seed, task_prompts
+from .trainer import GRPOConfig, GRPOTrainer, _rollout_seed, sample_rollout
+from .training_loop import epoch_order
 
 OBJECTIVES = ("ignore", "decoupled")
 MAX_RESTARTS_IN_A_ROW = 3
@@ -139,11 +139,11 @@ def publish_policy(model, path: Path, version: int) -> None:
 def batch_rows(rows: Sequence[dict], seed: int, index: int, k: int) -> list[dict]:
     """The ``k`` rows of batch ``index`` in the trainer's seeded order
     (:meth:`grpo_lib.training_loop.TrainingLoop._next_rows`: one permutation per
-    epoch, ``default_rng([seed, epoch])``)."""
+    epoch, :func:`grpo_lib.training_loop.epoch_order`)."""
     out, start = [], index * k
     while len(out) < k:
         epoch, position = divmod(start + len(out), len(rows))
-        order = np.random.default_rng([seed, epoch]).permutation(len(rows))
+        order = epoch_order(seed, epoch, len(rows))
         take = min(k - len(out), len(rows) - position)
         out.extend(dict(rows[int(i)]) for i in order[position:position + take])
     return out
@@ -161,7 +161,6 @@ def worker_main(spec: dict, start_index: int, published, out_queue, stop) -> Non
     from .fast_decode import decode_fast
     from .models import load_model_and_tokenizer
     from .qwen2 import Qwen2
-    from .sampling import generate
 
     from transformers.utils import logging as hf_logging
 
@@ -187,13 +186,8 @@ def worker_main(spec: dict, start_index: int, published, out_queue, stop) -> Non
             version = state["version"]
         rows = batch_rows(spec["rows"], cfg.seed, index, cfg.per_step_prompts)
         t0 = time.perf_counter()
-        rollout = generate(sampler, tokenizer, task_prompts(rows, cfg.prompt_format),
-                           num_generations=cfg.num_generations,
-                           max_new_tokens=cfg.max_completion_length,
-                           temperature=cfg.temperature, top_p=cfg.top_p,
-                           do_sample=True, batch_size=cfg.generation_batch_size,
-                           seed=_rollout_seed(cfg.seed, index, 0),
-                           ignore_eos=cfg.ignore_eos, decode_fn=decode)
+        rollout = sample_rollout(sampler, tokenizer, rows, cfg,
+                                 _rollout_seed(cfg.seed, index, 0), decode)
         out_queue.put({"index": index, "version": version, "rollout": rollout,
                        "rows": rows, "seconds": time.perf_counter() - t0})
         index += 1

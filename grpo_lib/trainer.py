@@ -39,7 +39,6 @@ from __future__ import annotations
 
 
 import copy
-import csv
 import functools
 import json
 import math
@@ -64,6 +63,7 @@ from .training_loop import (
     LR_SCHEDULERS,
     RunSettings,
     TrainingLoop,
+    append_metrics_row,
     lr_scheduler,
     run_training,
     warmup_updates,
@@ -456,6 +456,41 @@ def task_prompts(rows: list[dict], prompt_format: str) -> list:
     return [chat_prompt(r["question"]) for r in rows]
 
 
+def sample_rollout(sampler, tokenizer, rows: list[dict], config: GRPOConfig,
+                   seed: int, decode_fn=None) -> Rollout:
+    """G completions for each of ``rows`` with ``config``'s sampling settings: the
+    one call the trainer and the asynchronous rollout worker share (so a worker
+    sampling with the trainer's seed draws the trainer's tokens)."""
+    cfg = config
+    return generate(sampler, tokenizer, task_prompts(rows, cfg.prompt_format),
+                    num_generations=cfg.num_generations,
+                    max_new_tokens=cfg.max_completion_length,
+                    temperature=cfg.temperature, top_p=cfg.top_p, do_sample=True,
+                    batch_size=cfg.generation_batch_size, seed=seed,
+                    ignore_eos=cfg.ignore_eos, decode_fn=decode_fn)
+
+
+def harness_row(model, tokenizer, dataset, config: GRPOConfig, step: int) -> dict:
+    """One ``eval.csv`` row: the evaluation harness (greedy) on the first
+    ``config.eval_n`` rows of ``dataset`` at ``step``, with its wall time."""
+    from .evaluation import evaluate
+
+    t0 = time.perf_counter()
+    table = evaluate(model, tokenizer, dataset, n=config.eval_n,
+                     batch_size=config.eval_batch_size,
+                     max_new_tokens=config.max_completion_length,
+                     prompt_format=config.prompt_format)
+    return {"step": step, **table.loc["greedy"].to_dict(),
+            "time_eval": time.perf_counter() - t0}
+
+
+def eval_line(row: dict) -> str:
+    """The one line a run prints for a :func:`harness_row`."""
+    return (f"eval @ step {row['step']}: strict_acc={row['strict_acc']:.3f} "
+            f"format={row['format_rate']:.3f} len={row['mean_length']:.1f} "
+            f"(n={int(row['n'])})")
+
+
 def _rollout_seed(seed: int, step: int, round_: int) -> int:
     """A different, reproducible generator seed for every (run seed, step, round)."""
     return int(np.random.SeedSequence([seed, step, round_]).generate_state(1)[0])
@@ -820,20 +855,9 @@ class GRPOTrainer(TrainingLoop):
             rows = self._next_rows(cfg.per_step_prompts)
             t0 = time.perf_counter()
             sampler, decode_fn = self._rollout_model()
-            rollout = generate(
-                sampler,
-                self.tokenizer,
-                self._prompts(rows),
-                num_generations=G,
-                max_new_tokens=cfg.max_completion_length,
-                temperature=cfg.temperature,
-                top_p=cfg.top_p,
-                do_sample=True,
-                batch_size=cfg.generation_batch_size,
-                seed=_rollout_seed(cfg.seed, self.step, round_),
-                ignore_eos=cfg.ignore_eos,
-                decode_fn=decode_fn,
-            )
+            rollout = sample_rollout(sampler, self.tokenizer, rows, cfg,
+                                     _rollout_seed(cfg.seed, self.step, round_),
+                                     decode_fn)
             t1 = time.perf_counter()
             rewards, zeroed = self.score(rollout, rows)  # [B, F]
             stats["time_generate"] += t1 - t0
@@ -1172,36 +1196,10 @@ class GRPOTrainer(TrainingLoop):
 
     def evaluate(self) -> dict:
         """The evaluation harness on ``eval_dataset`` (greedy); appends to eval.csv."""
-        from .evaluation import evaluate
-
-        cfg = self.config
-        t0 = time.perf_counter()
-        table = evaluate(
-            self.model,
-            self.tokenizer,
-            self.eval_dataset,
-            n=cfg.eval_n,
-            batch_size=cfg.eval_batch_size,
-            max_new_tokens=cfg.max_completion_length,
-            prompt_format=cfg.prompt_format,
-        )
-        row = {
-            "step": self.step,
-            **table.loc["greedy"].to_dict(),
-            "time_eval": time.perf_counter() - t0,
-        }
-        path = self.output_dir / "eval.csv"
-        new = not path.exists()
-        with open(path, "a", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(row))
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
-        self._print(
-            f"eval @ step {self.step}: strict_acc={row['strict_acc']:.3f} "
-            f"format={row['format_rate']:.3f} len={row['mean_length']:.1f} "
-            f"(n={int(row['n'])})"
-        )
+        row = harness_row(self.model, self.tokenizer, self.eval_dataset, self.config,
+                          self.step)
+        append_metrics_row(self.output_dir / "eval.csv", row, list(row))
+        self._print(eval_line(row))
         return row
 
     # ------------------------------------------------------------------ loop hooks

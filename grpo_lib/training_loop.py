@@ -172,6 +172,12 @@ def append_metrics_row(path: Path, row: dict, columns: Sequence[str]) -> None:
         writer.writerow(row)
 
 
+def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
+    """The order of ``n`` training rows in ``epoch``: a permutation seeded by
+    ``(seed, epoch)``, so any process can compute which rows a step takes."""
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
 def truncate_logs(output_dir: Path, names: Sequence[str], step: int) -> None:
     """On resume, drop the rows of the logs ``names`` (``.csv`` or ``.jsonl``, each row
     with a ``step``) written after ``step``: the resumed run writes them again."""
@@ -289,8 +295,7 @@ class TrainingLoop:
     # ------------------------------------------------------------------ data order
     def _order(self, epoch: int) -> np.ndarray:
         """The permutation of the training rows used in ``epoch`` (seeded)."""
-        rng = np.random.default_rng([self.run_settings.seed, epoch])
-        return rng.permutation(len(self.train_rows))
+        return epoch_order(self.run_settings.seed, epoch, len(self.train_rows))
 
     def _next_rows(self, k: int) -> list[dict]:
         """The next ``k`` training rows in the seeded order, crossing epochs."""
