@@ -171,11 +171,6 @@ class Mapped(NamedTuple):
         return self.value(config)
 
 
-def _micro(c: GRPOConfig) -> int:
-    """Rows per forward/backward: ``micro_batch_size`` or the whole batch."""
-    return c.micro_batch_size or c.batch_size
-
-
 def _scheduler(c: GRPOConfig) -> str:
     """transformers' "constant" ignores the warm-up; its "constant_with_warmup" is
     ours with a warm-up."""
@@ -239,9 +234,12 @@ TRL_FIELDS: dict[str, Mapped] = {
     "adam_beta2": Mapped("adam_beta2"),
     "max_grad_norm": Mapped("max_grad_norm"),
     "per_device_train_batch_size": Mapped(
-        "micro_batch_size", _micro, "None (ours): the whole batch in one pass"),
+        "micro_batch_size",
+        lambda c: _split_over_processes(c, 1)["per_device_train_batch_size"],
+        "None (ours): the whole batch in one pass"),
     "gradient_accumulation_steps": Mapped(
-        "micro_batch_size", lambda c: c.batch_size // _micro(c),
+        "micro_batch_size",
+        lambda c: _split_over_processes(c, 1)["gradient_accumulation_steps"],
         "batch / micro_batch_size: one optimizer step per rollout, as ours"),
     "vllm_importance_sampling_correction": Mapped(
         "sampling_correction", None,

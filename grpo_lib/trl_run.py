@@ -113,25 +113,20 @@ class _RunLog:
         return timed_generate
 
     def evaluate(self, model, step: int) -> None:
-        from .evaluation import evaluate
+        """Our harness at ``step`` (as our trainer's ``evaluate``), in eval mode;
+        TRL's logging reads the mode, so it is put back."""
+        from .trainer import eval_line, harness_row
         from .training_loop import append_metrics_row
 
         if step in self.evaluated or self.eval_rows is None:
             return
-        cfg, was_training = self.config, model.training
+        was_training = model.training
         model.eval()
-        t0 = time.perf_counter()
-        table = evaluate(model, self.tokenizer, self.eval_rows, n=cfg.eval_n,
-                         batch_size=cfg.eval_batch_size,
-                         max_new_tokens=cfg.max_completion_length,
-                         prompt_format=cfg.prompt_format)
+        row = harness_row(model, self.tokenizer, self.eval_rows, self.config, step)
         model.train(was_training)
-        row = {"step": step, **table.loc["greedy"].to_dict(),
-               "time_eval": time.perf_counter() - t0}
         append_metrics_row(self.output_dir / "eval.csv", row, list(row))
         self.evaluated.add(step)
-        self.print(f"eval @ step {step}: strict_acc={row['strict_acc']:.3f} "
-                   f"format={row['format_rate']:.3f} (n={int(row['n'])})")
+        self.print(eval_line(row))
 
     # -------------------------------------------------------------- TRL's events
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -365,7 +360,8 @@ def loss_parity(model, tokenizer, config: GRPOConfig, rows: Sequence[dict],
     from .advantages import group_advantages
     from .logprobs import sequence_logprobs
     from .losses import policy_loss
-    from .sampling import generate, tokenize_prompts
+    from .rewards import combine_rewards
+    from .sampling import generate
     from .trainer import build_reward_funcs
     from .trl_bridge import _import_trl, to_trl_config, trl_reward_funcs
 
@@ -375,10 +371,9 @@ def loss_parity(model, tokenizer, config: GRPOConfig, rows: Sequence[dict],
                     max_new_tokens=config.max_completion_length,
                     temperature=config.temperature, top_p=config.top_p, seed=seed)
     columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0]}
-    weights = config.reward_weights or [1.0] * len(config.reward_funcs)
-    total = torch.zeros(len(roll))  # [B]
-    for w, fn in zip(weights, build_reward_funcs(config.reward_funcs)):
-        total += w * torch.tensor(fn(roll.texts, **columns), dtype=torch.float32)
+    reward = combine_rewards(build_reward_funcs(config.reward_funcs),
+                             config.reward_weights)
+    total = torch.tensor(reward(roll.texts, **columns), dtype=torch.float32)  # [B]
     advantages = group_advantages(total, G, scale=config.scale_rewards)  # [B]
     mask = roll.completion_mask  # [B, C]
 
