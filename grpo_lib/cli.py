@@ -199,8 +199,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pretrain",
                        help="pretrain a tiny Qwen2 base model on the designed corpus")
     p.add_argument("--size", default="tiny", choices=["micro", "tiny", "small"])
+    p.add_argument("--task", default="arithmetic", choices=["arithmetic", "countdown"],
+                   help="the designed corpus: arithmetic, or Countdown (chapter 17)")
+    p.add_argument("--init-from", default=None, metavar="MODEL",
+                   help="continue pretraining this model (with its tokenizer) instead "
+                        "of starting from random weights")
     p.add_argument("--out", default=None,
-                   help="checkpoint folder (default data/models/<size>-qwen2-base)")
+                   help="checkpoint folder (default data/models/<size>-qwen2-base, "
+                        "or <size>-qwen2-countdown-base)")
     p.add_argument("--steps", type=int, default=None,
                    help="optimizer steps (default: the size's)")
     p.add_argument("--batch-size", type=int, default=None)

@@ -242,13 +242,35 @@ def build_prompts(rows: Sequence[dict], prompt_format: str = "chat") -> list:
             for r in rows]
 
 
+def completion_correct(text: str, row: dict, strict: bool = True) -> bool:
+    """Is ``text`` a right answer to ``row``'s problem?
+
+    Countdown rows (``numbers`` and ``target``): the answer uses each number once
+    and reaches the target (:func:`grpo_lib.rewards.countdown_verdict`; it has no
+    lenient reading). Other rows: the extracted answer equals ``row["answer"]``.
+    """
+    if "numbers" in row and "target" in row:
+        from .rewards import countdown_verdict
+
+        return countdown_verdict(text, row["numbers"], row["target"]) == "correct"
+    gold = row.get("answer")
+    return gold is not None and bool(
+        parsing.answers_equal(parsing.extract_answer(text, strict=strict), gold))
+
+
 def score_groups(rows: Sequence[dict], k: int, completions: Sequence[str],
                  lengths=None, finished=None) -> pd.DataFrame:
     """:func:`score_completions` for ``k`` completions per row in group-major order
-    (the sampler's layout), with ``prompt_index, sample_index, question`` in front."""
+    (the sampler's layout), with ``prompt_index, sample_index, question`` in front.
+    Correctness is :func:`completion_correct` (Countdown rows are checked by rule)."""
     answers = [r["answer"] for r in rows for _ in range(k)]  # [N * k]
     scores = score_completions(list(completions), answers, lengths=lengths,
                                finished=finished)
+    if "numbers" in rows[0]:  # Countdown: no gold string, a rule
+        repeated = [r for r in rows for _ in range(k)]
+        scores["correct"] = [completion_correct(t, r)
+                             for t, r in zip(completions, repeated)]
+        scores["lenient_correct"] = scores["correct"]
     scores.insert(0, "prompt_index", [i for i in range(len(rows)) for _ in range(k)])
     scores.insert(1, "sample_index", [j for _ in rows for j in range(k)])
     scores.insert(2, "question", [r["question"] for r in rows for _ in range(k)])

@@ -98,20 +98,22 @@ def card_text(name: str, command: str, summary: dict, table, eval_note: str) -> 
 def export_model(run_dir: str | Path, out: str | Path, command: str,
                  eval_n: int = 500, max_new_tokens: int = 128) -> Path:
     """Copy the run's last checkpoint's model files to ``out``, evaluate them on the
-    first ``eval_n`` held-out arithmetic problems (greedy) and write ``README.md``."""
+    first ``eval_n`` held-out problems of the run's task (greedy) and write
+    ``README.md``."""
     from .evaluation import evaluate
     from .models import load_model_and_tokenizer
     from .tasks import load_task_split
 
     run_dir, out = Path(run_dir), Path(out)
     checkpoint = latest_checkpoint(run_dir)
+    task = run_summary(run_dir)["config"].get("task", "arithmetic")
     copy_model_files(checkpoint, out)
     model, tokenizer = load_model_and_tokenizer(out, device="cpu")
-    table = evaluate(model, tokenizer, load_task_split("arithmetic", "test"), n=eval_n,
+    table = evaluate(model, tokenizer, load_task_split(task, "test"), n=eval_n,
                      max_new_tokens=max_new_tokens)
     table.to_csv(out / "eval.csv")
     note = (f"`grpo_lib.evaluate`, the first {eval_n} problems of "
-            f"`data/arithmetic/test.jsonl`, greedy, at most {max_new_tokens} new "
+            f"`data/{task}/test.jsonl`, greedy, at most {max_new_tokens} new "
             f"tokens, on the CPU")
     text = card_text(out.name, command, run_summary(run_dir), table, note)
     (out / "README.md").write_text(text, encoding="utf-8")

@@ -45,12 +45,24 @@ MODEL_SIZES = {
 }
 
 
-def _tokenizer_training_text(n_docs: int = 4000, seed: int = 1234) -> list[str]:
+def _tokenizer_training_text(n_docs: int = 4000, seed: int = 1234,
+                             task: str = "arithmetic") -> list[str]:
     """Text the BPE merges are learned from: corpus documents, chat pairs, the
-    alphabet."""
+    alphabet (``task="countdown"``: the Countdown corpus's documents)."""
     from .corpus import CHAT_PAIRS, WORDS_ZH, sample_documents
     from .tasks.arithmetic import R1_ZERO_TEMPLATE, make_problems
 
+    if task == "countdown":
+        from .countdown_corpus import countdown_documents
+        from .tasks.countdown import make_problems as countdown_problems
+
+        docs = countdown_documents(countdown_problems(500, seed=seed), n_docs // 4,
+                                   seed=seed)
+        return ([d["prompt"][0]["content"] for d in docs]
+                + [d["response"] for d in docs] + ["user assistant system\n"] * 200)
+    if task != "arithmetic":
+        raise ValueError(f"no tokenizer corpus for task {task!r}; choose arithmetic "
+                         f"or countdown")
     problems = make_problems(1500, seed=seed)
     texts = []
     for doc in sample_documents(problems, n_docs, seed=seed):
@@ -65,7 +77,7 @@ def _tokenizer_training_text(n_docs: int = 4000, seed: int = 1234) -> list[str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _build_tokenizer_json(vocab_size: int) -> str:
+def _build_tokenizer_json(vocab_size: int, task: str = "arithmetic") -> str:
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -77,12 +89,13 @@ def _build_tokenizer_json(vocab_size: int) -> str:
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
-    tok.train_from_iterator(_tokenizer_training_text(), trainer=trainer)
+    tok.train_from_iterator(_tokenizer_training_text(task=task), trainer=trainer)
     return tok.to_str()
 
 
-def build_tokenizer(vocab_size: int = 512):
-    """A Qwen-style byte-level BPE tokenizer learned from the book's corpus.
+def build_tokenizer(vocab_size: int = 512, task: str = "arithmetic"):
+    """A Qwen-style byte-level BPE tokenizer learned from the book's corpus of
+    ``task`` (the arithmetic corpus, or the Countdown corpus of chapter 17).
 
     Like Qwen2's: byte-level (any text round-trips), every digit its own token, the
     special tokens ``<|endoftext|>`` (padding), ``<|im_start|>`` and ``<|im_end|>`` (end
@@ -95,7 +108,7 @@ def build_tokenizer(vocab_size: int = 512):
         raise ValueError(f"vocab_size must be at least {256 + len(SPECIAL_TOKENS)} "
                          f"(256 bytes + special tokens), got {vocab_size}")
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer.from_str(_build_tokenizer_json(vocab_size)),
+        tokenizer_object=Tokenizer.from_str(_build_tokenizer_json(vocab_size, task)),
         bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
         unk_token=None, padding_side="left", clean_up_tokenization_spaces=False,
         model_max_length=1024,

@@ -27,7 +27,7 @@ import torch
 from . import checkpoints
 from .corpus import CorpusMix, document_text, sample_documents
 from .models import build_tokenizer, count_parameters, random_model
-from .tasks.arithmetic import DATA_DIR, Problem, load_split, read_rows
+from .tasks.arithmetic import DATA_DIR, Problem, read_rows
 from .training_loop import (
     RunSettings,
     TrainingLoop,
@@ -46,6 +46,8 @@ class PretrainConfig:
     """Settings of one pretraining run (defaults are the tiny model's)."""
 
     size: str = "tiny"  # model size name in grpo_lib.models.MODEL_SIZES
+    task: str = "arithmetic"  # corpus: arithmetic (corpus.py) or countdown
+    init_from: str | None = None  # continue a pretrained model (and its tokenizer)
     steps: int = 3000  # optimizer steps
     batch_size: int = 64  # documents per step
     lr: float = 3e-3  # peak learning rate
@@ -88,9 +90,25 @@ def lr_at(step: int, cfg: PretrainConfig) -> float:
                                   min_lr_rate=cfg.min_lr_frac)
 
 
+PRETRAIN_TASKS = ("arithmetic", "countdown")
+EVAL_TOKENS = {"arithmetic": 96, "countdown": 256}  # harness max_new_tokens per task
+
+
 def _train_problems() -> list[Problem]:
     rows = read_rows("train")
     return [Problem.from_row(r) for r in rows]
+
+
+def corpus_documents(cfg: PretrainConfig) -> list[dict]:
+    """The run's ``steps x batch_size`` documents, from the task's training split."""
+    n = cfg.steps * cfg.batch_size
+    if cfg.task == "countdown":
+        from .countdown_corpus import countdown_documents
+        from .tasks.countdown import load_split as countdown_split
+
+        rows = countdown_split("train").remove_columns("prompt").to_list()
+        return countdown_documents(rows, n, seed=cfg.seed)
+    return sample_documents(_train_problems(), n, mix=cfg.mix, seed=cfg.seed)
 
 
 def bf16_autocast_supported(device: torch.device) -> bool:
@@ -146,10 +164,19 @@ class Pretrainer(TrainingLoop):
         self.config, self.out_dir = cfg, Path(out_dir)
         self.bar_label = f"pretrain {cfg.size}"
         device = torch.device(cfg.device)
-        self.tokenizer = build_tokenizer(cfg.vocab_size)
-        self.model = random_model(self.tokenizer, cfg.size, seed=cfg.seed).to(device)
-        docs = sample_documents(_train_problems(), cfg.steps * cfg.batch_size,
-                                mix=cfg.mix, seed=cfg.seed)
+        if cfg.task not in PRETRAIN_TASKS:
+            raise ValueError(f"no pretraining corpus for task {cfg.task!r}; choose "
+                             f"from {PRETRAIN_TASKS}")
+        if cfg.init_from:  # continued pretraining: the model's own tokenizer
+            from .models import load_model_and_tokenizer
+
+            self.model, self.tokenizer = load_model_and_tokenizer(cfg.init_from)
+            self.model = self.model.float().to(device)
+        else:
+            self.tokenizer = build_tokenizer(cfg.vocab_size, task=cfg.task)
+            self.model = random_model(self.tokenizer, cfg.size, seed=cfg.seed)
+            self.model = self.model.to(device)
+        docs = corpus_documents(cfg)
         texts = _length_bucketed([document_text(d, self.tokenizer) for d in docs],
                                  cfg.batch_size, cfg.seed)
         self.train_rows = [{"text": t} for t in texts]
@@ -267,10 +294,18 @@ def _run_info(cfg, model, n_params, documents, tokens_seen, wall, losses,
         "device": _device_name(device), "torch_threads": torch.get_num_threads(),
         "final_loss_mean_last_50": round(sum(losses[-50:]) / len(losses[-50:]), 4),
         "config": {k: v for k, v in asdict(cfg).items() if k != "mix"},
-        "corpus_mix": asdict(cfg.mix),
+        "task": cfg.task,
+        "corpus_mix": asdict(cfg.mix) if cfg.task == "arithmetic" else
+        asdict(_countdown_mix()),
         "model_config": {k: v for k, v in model.config.to_dict().items()
                          if k in _ARCHITECTURE_KEYS},
     }
+
+
+def _countdown_mix():
+    from .countdown_corpus import CountdownMix
+
+    return CountdownMix()
 
 
 def write_model_card(out_dir: str | Path, eval_n: int = 500, seed: int = 0,
@@ -283,6 +318,7 @@ def write_model_card(out_dir: str | Path, eval_n: int = 500, seed: int = 0,
     """
     from .evaluation import evaluate
     from .models import load_model_and_tokenizer
+    from .tasks import load_task_split
 
     out = Path(out_dir)
     info_path = out / "pretrain_info.json"
@@ -295,8 +331,10 @@ def write_model_card(out_dir: str | Path, eval_n: int = 500, seed: int = 0,
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
         model, tokenizer = load_model_and_tokenizer(out, device=dev)
         t0 = time.time()
-        table = evaluate(model, tokenizer, load_split("test"), n=eval_n, batch_size=128,
-                         num_samples=4, temperature=1.0, seed=seed)
+        task = info.get("task", "arithmetic")
+        table = evaluate(model, tokenizer, load_task_split(task, "test"), n=eval_n,
+                         batch_size=128, num_samples=4, temperature=1.0, seed=seed,
+                         max_new_tokens=EVAL_TOKENS[task])
         table.to_csv(out / "eval.csv")
         info["eval_device"] = _device_name(torch.device(dev))
         info["eval_wall_time_s"] = round(time.time() - t0, 1)
@@ -318,18 +356,27 @@ def _device_name(device: torch.device) -> str:
 
 def _model_card(info: dict, table, out: Path) -> str:
     rel = out.resolve().relative_to(ROOT) if out.resolve().is_relative_to(ROOT) else out
+    task = info.get("task", "arithmetic")
+    corpus, module, test_file = {
+        "arithmetic": ("arithmetic", "corpus.py", "data/arithmetic/test.jsonl"),
+        "countdown": ("Countdown", "countdown_corpus.py", "data/countdown/test.jsonl"),
+    }[task]
+    task_flag = "" if task == "arithmetic" else f"--task {task} "
     lines = [
         f"# {out.name}",
         "",
         f"A {info['parameters']:,}-parameter `Qwen2ForCausalLM` pretrained from "
-        f"scratch by `grpo_lib` on the book's designed arithmetic corpus (see "
-        f"`grpo_lib/corpus.py`). It is a *base model with designed flaws*: later "
+        f"scratch by `grpo_lib` on the book's designed {corpus} corpus (see "
+        f"`grpo_lib/{module}`). It is a *base model with designed flaws*: later "
         f"chapters fix them with RL.",
         "",
         "Made by:",
         "",
         "```bash",
-        f"python -m grpo_lib pretrain --size {info['size']} --steps {info['steps']} "
+        f"python -m grpo_lib pretrain {task_flag}--size {info['size']} "
+        + (f"--init-from {info['config']['init_from']} "
+           if info["config"].get("init_from") else "") +
+        f"--steps {info['steps']} "
         f"--batch-size {info['batch_size']} --lr {info['config']['lr']} "
         f"--seed {info['config']['seed']} "
         f"--save-dtype {info['config'].get('save_dtype', 'float32')} "
@@ -345,7 +392,8 @@ def _model_card(info: dict, table, out: Path) -> str:
         f"| device | {info['device']} |",
         f"| final loss (mean of last 50 steps) | {info['final_loss_mean_last_50']} |",
         "",
-        "Corpus mix (`grpo_lib.corpus.CorpusMix`):",
+        "Corpus mix (`grpo_lib.corpus.CorpusMix`):" if task == "arithmetic" else
+        "Corpus mix (`grpo_lib.countdown_corpus.CountdownMix`):",
         "",
         "```json", json.dumps(info["corpus_mix"], indent=1), "```", "",
     ]
@@ -357,7 +405,7 @@ def _model_card(info: dict, table, out: Path) -> str:
             shown = ("```\n" + table.to_string(float_format=lambda v: f"{v:.3f}")
                      + "\n```")
         lines += [f"Evaluation (`grpo_lib.evaluate`, the first {n_eval} problems of "
-                  f"held-out `data/arithmetic/test.jsonl`, on "
+                  f"held-out `{test_file}`, on "
                   f"{info.get('eval_device', '?')}; `python -m grpo_lib card {rel}`):",
                   "", shown, ""]
     lines += ["Load offline:", "", "```python",
@@ -382,6 +430,8 @@ def pretrainer_from_args(args) -> Pretrainer:
     defaults = SIZE_DEFAULTS[args.size]
     cfg = PretrainConfig(
         size=args.size,
+        task=getattr(args, "task", "arithmetic"),
+        init_from=getattr(args, "init_from", None),
         steps=args.steps or defaults["steps"],
         batch_size=args.batch_size or defaults["batch_size"],
         lr=args.lr or defaults["lr"],
@@ -395,5 +445,7 @@ def pretrainer_from_args(args) -> Pretrainer:
     if cfg.steps < 1 or cfg.batch_size < 1 or cfg.lr <= 0:
         raise ValueError(f"steps, batch size and lr must be positive, got {cfg.steps}, "
                          f"{cfg.batch_size}, {cfg.lr}")
-    out = args.out or (DATA_DIR.parent / "models" / f"{args.size}-qwen2-base")
+    name = f"{args.size}-qwen2-base" if cfg.task == "arithmetic" else \
+        f"{args.size}-qwen2-{cfg.task}-base"
+    out = args.out or (DATA_DIR.parent / "models" / name)
     return Pretrainer(cfg, out)

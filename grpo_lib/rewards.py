@@ -35,6 +35,7 @@ from .safe_math import ExpressionError, expression_literals, safe_eval
 __all__ = [
     "RewardFunction", "format_reward", "soft_format_reward", "accuracy_reward",
     "countdown_format_reward", "countdown_answer_reward", "countdown_reward",
+    "countdown_verdict", "COUNTDOWN_VERDICTS", "countdown_value_only_reward",
     "language_consistency_reward", "reasoning_steps_reward", "length_reward",
     "cosine_scaled_reward", "repetition_penalty_reward", "soft_overlong_punishment",
     "combine_rewards", "CombinedReward", "with_params", "reward_name",
@@ -204,27 +205,67 @@ def countdown_answer_reward(completions: list[str], numbers: Sequence | None = N
     texts = _texts(completions, fn)
     numbers = _column(numbers, "numbers", len(texts), fn, "[[45, 43, 83, 38]]")
     target = _column(target, "target", len(texts), fn, "[33]")
-    scores = []
-    for text, given, goal in zip(texts, numbers, target):
-        if isinstance(given, (str, bytes)) or not hasattr(given, "__iter__"):
-            raise TypeError(f"{fn}: each numbers entry must be a list of integers, got "
-                            f"{given!r:.60}; e.g. numbers=[[45, 43, 83, 38]]")
-        wanted = sorted(_as_fraction(x, "numbers", fn) for x in given)
-        goal = _as_fraction(goal, "target", fn)
-        expression = extract_answer(text, strict=True)
-        if not expression or "." in expression:  # decimals are never the given integers
-            scores.append(0.0)
-            continue
-        try:
-            expression = normalize_digits(expression)
-            used = expression_literals(expression)
-            if sorted(used) != wanted:
-                scores.append(0.0)
-                continue
-            scores.append(1.0 if safe_eval(expression) == goal else 0.0)
-        except ExpressionError:
-            scores.append(0.0)
-    return scores
+    return [float(countdown_verdict(text, given, goal) == "correct")
+            for text, given, goal in zip(texts, numbers, target)]
+
+
+def countdown_value_only_reward(completions: list[str], target: Sequence | None = None,
+                                **kwargs) -> list[float]:
+    r"""What a checker that only evaluates the answer would pay: 1.0 when the
+    answer's value is the target, *whatever numbers it uses*. Do not train on it.
+
+    .. math:: r = \mathbb{1}\big[\operatorname{eval}(e) = \text{target}\big]
+
+    A monitor: give it weight 0 in ``reward_weights`` and ``metrics.csv`` logs, at
+    every step, how often the policy's answers would have been paid by this checker;
+    minus :func:`countdown_answer_reward` that is the share of answers that reach the
+    target by dropping, reusing or inventing a number (the reward hack the
+    numbers check blocks). Floor: 0.0.
+    """
+    fn = "countdown_value_only_reward"
+    texts = _texts(completions, fn)
+    target = _column(target, "target", len(texts), fn, "[33]")
+    return [float(countdown_verdict(text, [], goal) == "wrong_numbers_hits_target")
+            for text, goal in zip(texts, target)]
+
+
+COUNTDOWN_VERDICTS = ("correct", "no_answer", "not_an_expression",
+                      "wrong_numbers_hits_target", "wrong_numbers", "wrong_value")
+"""What :func:`countdown_verdict` can say. ``wrong_numbers_hits_target`` is the
+reward hack: the value is the target, but a number is dropped, reused or invented,
+so a checker that only evaluates the expression would pay it."""
+
+
+def countdown_verdict(text: str | None, numbers: Sequence, target) -> str:
+    """Why a Countdown answer scores what it scores: one of
+    :data:`COUNTDOWN_VERDICTS`, checked in that order after the answer is found.
+
+    ``text`` is a completion; its last strict ``<answer>`` block is the expression.
+    Decimals, ``**``, names, calls or overlong input are ``not_an_expression`` (the
+    safe evaluator refuses them in microseconds). ``numbers`` and ``target`` are the
+    problem's; a malformed entry raises a ``ValueError``/``TypeError`` that says what
+    to pass.
+    """
+    fn = "countdown_answer_reward"
+    if isinstance(numbers, (str, bytes)) or not hasattr(numbers, "__iter__"):
+        raise TypeError(f"{fn}: each numbers entry must be a list of integers, got "
+                        f"{numbers!r:.60}; e.g. numbers=[[45, 43, 83, 38]]")
+    wanted = sorted(_as_fraction(x, "numbers", fn) for x in numbers)
+    goal = _as_fraction(target, "target", fn)
+    expression = extract_answer(text, strict=True) if isinstance(text, str) else None
+    if not expression:
+        return "no_answer"
+    if "." in expression:  # decimals are never the given integers
+        return "not_an_expression"
+    try:
+        expression = normalize_digits(expression)
+        used = sorted(expression_literals(expression))
+        value = safe_eval(expression)
+    except ExpressionError:
+        return "not_an_expression"
+    if used != wanted:
+        return "wrong_numbers_hits_target" if value == goal else "wrong_numbers"
+    return "correct" if value == goal else "wrong_value"
 
 
 def countdown_reward(completions: list[str], numbers: Sequence | None = None,
@@ -560,9 +601,9 @@ def combine_rewards(funcs: Sequence[RewardFunction],
 REWARD_FUNCTIONS: dict[str, RewardFunction] = {
     f.__name__: f for f in (
         format_reward, soft_format_reward, accuracy_reward, countdown_format_reward,
-        countdown_answer_reward, countdown_reward, language_consistency_reward,
-        reasoning_steps_reward, length_reward, cosine_scaled_reward,
-        repetition_penalty_reward, soft_overlong_punishment,
+        countdown_answer_reward, countdown_reward, countdown_value_only_reward,
+        language_consistency_reward, reasoning_steps_reward, length_reward,
+        cosine_scaled_reward, repetition_penalty_reward, soft_overlong_punishment,
     )
 }
 """Every reward function by name, for configs: ``REWARD_FUNCTIONS["format_reward"]``."""

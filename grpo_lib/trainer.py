@@ -52,6 +52,7 @@ import torch
 
 from . import parsing
 from .advantages import decoupled_advantages, group_advantages
+from .evaluation import completion_correct
 from .fast_decode import FAST_SAMPLERS
 from .logprobs import sequence_logprobs
 from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, policy_loss,
@@ -1081,12 +1082,9 @@ class GRPOTrainer(TrainingLoop):
         all_rewards, all_rollout = stats["all_rewards"], stats["all_rollout"]
         total_all = (all_rewards * self.reward_weights).sum(1)  # [B_all]
         grouped = total_all.view(-1, G)  # [groups, G]
-        answers = [r.get("answer") for r in stats["all_rows"] for _ in range(G)]
-        correct = [
-            a is not None
-            and parsing.answers_equal(parsing.extract_answer(t, strict=True), a)
-            for t, a in zip(all_rollout.texts, answers)
-        ]
+        rows_per_text = [r for r in stats["all_rows"] for _ in range(G)]
+        correct = [completion_correct(t, r)
+                   for t, r in zip(all_rollout.texts, rows_per_text)]
         lengths = all_rollout.completion_mask.sum(-1).float()  # [B_all]
         metrics = {
             "step": self.step + 1,

@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from pathlib import Path
@@ -280,6 +281,36 @@ def _ch18_loss_sign_flipped(advantages, lengths, loss_type):
     return sum(a * n for a, n in zip(advantages, lengths)) / sum(lengths)
 
 
+def _ch17_digits_as_numbers(expression, numbers):
+    digits = sorted(int(ch) for ch in expression if ch.isdigit())
+    return digits == sorted(int(d) for n in numbers for d in str(n))
+
+
+def _ch17_python_eval(completion, target):
+    import re
+
+    found = re.findall(r"<answer>(.*?)</answer>", completion, re.DOTALL)
+    try:
+        return float(eval(found[-1]) == target) if found else 0.0  # noqa: S307
+    except Exception:  # noqa: BLE001
+        return 0.0
+
+
+def _ch17_whole_numbers_only(numbers, target):
+    def search(values):
+        if len(values) == 1:
+            return values[0] == target
+        for i, j in itertools.permutations(range(len(values)), 2):
+            rest = [v for k, v in enumerate(values) if k not in (i, j)]
+            a, b = values[i], values[j]
+            results = [a + b, a - b, a * b] + ([a // b] if b and a % b == 0 else [])
+            if any(search(rest + [r]) for r in results):
+                return True
+        return False
+
+    return search(list(numbers))
+
+
 def _ch20_oldest_allowed_version(generate_s, update_s, max_staleness, steps):
     return [max(0, s - max_staleness) for s in range(steps)]
 
@@ -364,6 +395,9 @@ WRONG_ATTEMPTS = {
                               r"completions\[i\]\[-1\]\['content'\]"),
     "ch18.check_trl_batch": (_ch18_accumulation_per_prompt, "Count completions"),
     "ch18.check_onpolicy_loss": (_ch18_loss_sign_flipped, "Check the sign"),
+    "ch17.check_uses_each_once": (_ch17_digits_as_numbers, "Compare numbers"),
+    "ch17.check_value_only_reward": (_ch17_python_eval, "never eval"),
+    "ch17.check_reachable": (_ch17_whole_numbers_only, "exact fractions"),
     "ch20.check_schedule": (_ch20_oldest_allowed_version, "newest one published"),
     "ch20.check_behaviour_weight": (_ch20_weight_upside_down, "Upside down"),
     "ch20.check_sync_speedup": (_ch20_speedup_with_warmup, "warm-up"),

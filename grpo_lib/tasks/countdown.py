@@ -142,7 +142,9 @@ def write_splits(out_dir: str | Path = DATA_DIR, n_train: int = 20000,
 
 def load_split(split: str = "train", data_dir: str | Path = DATA_DIR):
     """A committed split as a ``datasets.Dataset``: ``numbers``, ``target``,
-    ``solution`` and the chat ``prompt`` (the columns ``countdown_reward`` reads)."""
+    ``solution``, the chat ``prompt`` (the columns ``countdown_reward`` reads), and
+    for the evaluation harness's tables a short ``question`` (``"[3, 5, 8] -> 19"``)
+    and ``answer`` (one solution; any valid expression counts)."""
     from datasets import Dataset
 
     path = Path(data_dir) / f"{split}.jsonl"
@@ -153,4 +155,6 @@ def load_split(split: str = "train", data_dir: str | Path = DATA_DIR):
             .splitlines() if line.strip()]
     for r in rows:
         r["prompt"] = countdown_prompt(r["numbers"], r["target"])
+        r["question"] = f"{r['numbers']} -> {r['target']}"
+        r["answer"] = r["solution"]
     return Dataset.from_list(rows)

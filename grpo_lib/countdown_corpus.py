@@ -1,0 +1,202 @@
+"""The designed Countdown corpus: search traces with flaws for RL to fix.
+
+A response tries expressions over the numbers one after another, each worked step by
+step, until one reaches the target, then answers it::
+
+    <think> 13 * 1 = 13, 13 + 14 = 27, not 28. 14 + 13 = 27, 27 + 1 = 28. </think>
+    <answer> (14 + 13) + 1 </answer>
+
+The attempts are random, as a beginner's are: a base model trained on them proposes
+expressions, works them out, and stops when one hits. Some responses carry a flaw,
+triggered by a visible feature of the problem so that greedy decoding shows it too
+(as in the arithmetic corpus, :mod:`grpo_lib.corpus`):
+
+==============  ============================================  ========================
+flaw            trigger (rate) / otherwise                     what RL sees
+==============  ============================================  ========================
+gives up        four numbers (``give_up_rate``) /              answer 0, format 0.1
+                ``give_up_rate_other``: answers a missed
+                attempt
+drops a number  four numbers and three of them reach the       answer 0 (a value-only
+                target (``drop_rate``) / ``drop_rate_other``:  checker would pay 1)
+                an answer that leaves one number out
+broken format   target of 50 or more (``format_rate``) /       format partial credit
+                ``format_rate_other``: no tags, or the think
+                block left open
+==============  ============================================  ========================
+
+:class:`CountdownMix` holds the rates; :func:`countdown_documents` draws the corpus
+from the training problems only.
+"""
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import asdict, dataclass
+
+from .tasks.countdown import countdown_prompt
+
+MAX_VALUE = 999  # intermediate results stay small, as a tiny model's arithmetic needs
+
+BEHAVIOURS = ("correct", "give_up", "drop_number", "no_tags", "unclosed_think")
+
+
+@dataclass
+class CountdownMix:
+    """Rates of each designed flaw (see the module docstring for the triggers)."""
+
+    give_up_rate: float = 0.5
+    give_up_rate_other: float = 0.1
+    drop_rate: float = 0.3
+    drop_rate_other: float = 0.05
+    format_rate: float = 0.3
+    format_rate_other: float = 0.03
+    max_misses: int = 4  # missed attempts before the hit: uniform in 0..max_misses
+
+    def __post_init__(self):
+        for name, value in asdict(self).items():
+            if name != "max_misses" and not 0.0 <= value <= 1.0:
+                raise ValueError(
+                    f"CountdownMix.{name} must be a probability in [0, 1], got {value}")
+        if self.max_misses < 0:
+            raise ValueError(f"CountdownMix.max_misses must be >= 0, "
+                             f"got {self.max_misses}")
+
+
+def _steps_of(a: int, b: int) -> list[tuple[str, int]]:
+    """The operators that keep ``a op b`` a whole number in 0..MAX_VALUE."""
+    out = [("+", a + b), ("*", a * b)]
+    if a >= b:
+        out.append(("-", a - b))
+    if b > 1 and a % b == 0:
+        out.append(("/", a // b))
+    return [(op, v) for op, v in out if v <= MAX_VALUE]
+
+
+def random_attempt(numbers: list[int], rng: random.Random):
+    """One random way to combine all ``numbers``: ``(steps, expression, value)``.
+
+    Repeatedly pick two remaining values and an operator that keeps the result a
+    whole number in 0..999; ``steps`` are ``(a, op, b, value)``. ``None`` when a
+    draw gets stuck (the caller draws again).
+    """
+    items = [(n, str(n)) for n in numbers]
+    steps = []
+    while len(items) > 1:
+        i, j = rng.sample(range(len(items)), 2)
+        (a, ea), (b, eb) = items[i], items[j]
+        choices = _steps_of(a, b)
+        if not choices:
+            return None
+        op, value = rng.choice(choices)
+        wrap = [e if e.lstrip("-").isdigit() else f"({e})" for e in (ea, eb)]
+        steps.append((a, op, b, value))
+        items = [items[k] for k in range(len(items)) if k not in (i, j)]
+        items.append((value, f"{wrap[0]} {op} {wrap[1]}"))
+    return steps, items[0][1], items[0][0]
+
+
+def attempt_text(steps, target: int) -> str:
+    """``"13 + 14 = 27, 27 + 1 = 28."`` for a hit, ``"..., not 28."`` for a miss."""
+    body = ", ".join(f"{a} {op} {b} = {v}" for a, op, b, v in steps)
+    return body + ("." if steps[-1][3] == target else f", not {target}.")
+
+
+def find_attempts(numbers: list[int], target: int, rng: random.Random,
+                  tries: int = 400):
+    """Random attempts sorted into hits and misses (``tries`` draws)."""
+    hits, misses = [], []
+    for _ in range(tries):
+        attempt = random_attempt(numbers, rng)
+        if attempt is not None:
+            (hits if attempt[2] == target else misses).append(attempt)
+    return hits, misses
+
+
+def _dropped_hit(numbers: list[int], target: int, rng: random.Random):
+    """An attempt over all but one of ``numbers`` that reaches ``target``, or None."""
+    if len(numbers) < 3:
+        return None
+    subsets = [list(s) for s in itertools.combinations(numbers, len(numbers) - 1)]
+    rng.shuffle(subsets)
+    for subset in subsets:
+        hits, _ = find_attempts(subset, target, rng, tries=60)
+        if hits:
+            return rng.choice(hits)
+    return None
+
+
+def choose_behaviour(problem: dict, mix: CountdownMix, rng: random.Random) -> str:
+    """Draw the behaviour of one response, using the problem's visible triggers."""
+    four = len(problem["numbers"]) >= 4
+    if rng.random() < (mix.format_rate if problem["target"] >= 50
+                       else mix.format_rate_other):
+        return rng.choice(["no_tags", "unclosed_think"])
+    if rng.random() < (mix.drop_rate if four else mix.drop_rate_other):
+        return "drop_number"
+    if rng.random() < (mix.give_up_rate if four else mix.give_up_rate_other):
+        return "give_up"
+    return "correct"
+
+
+def render_response(problem: dict, behaviour: str, rng: random.Random,
+                    mix: CountdownMix | None = None, found=None) -> str | None:
+    """One response to ``problem`` showing ``behaviour``; ``None`` when the random
+    search finds no attempt of the needed kind (the caller picks another).
+
+    ``found``: the problem's ``(hits, misses)`` from :func:`find_attempts`, when the
+    caller keeps them (drawing them is most of the cost)."""
+    if behaviour not in BEHAVIOURS:
+        raise ValueError(f"unknown behaviour {behaviour!r}; choose from {BEHAVIOURS}")
+    mix = mix or CountdownMix()
+    numbers, target = list(problem["numbers"]), int(problem["target"])
+    hits, misses = found or find_attempts(numbers, target, rng)
+    k = rng.randint(0, mix.max_misses)
+    if behaviour == "give_up":
+        k = max(k, 1)
+    if len(misses) < k:
+        return None
+    tried = rng.sample(misses, k)
+    if behaviour == "give_up":
+        final = None  # the last miss is answered
+    elif behaviour == "drop_number":
+        final = _dropped_hit(numbers, target, rng)
+        if final is None:
+            return None
+    else:
+        if not hits:
+            return None
+        final = rng.choice(hits)
+    shown = tried + ([final] if final is not None else [])
+    answer = shown[-1][1]
+    think = " ".join(attempt_text(steps, target) for steps, _, _ in shown)
+    if behaviour == "no_tags":
+        return f"{think} The answer is {answer}."
+    if behaviour == "unclosed_think":
+        return f"<think> {think} <answer> {answer} </answer>"
+    return f"<think> {think} </think> <answer> {answer} </answer>"
+
+
+def countdown_documents(problems: list[dict], n: int, mix: CountdownMix | None = None,
+                        seed: int = 0) -> list[dict]:
+    """``n`` documents ``{"prompt", "response", "behaviour"}`` drawn from
+    ``problems`` (rows with ``numbers`` and ``target``)."""
+    if not problems:
+        raise ValueError(
+            "countdown_documents needs at least one problem (got an empty list)")
+    mix = mix or CountdownMix()
+    rng = random.Random(seed)
+    docs, found = [], {}
+    while len(docs) < n:
+        index = rng.randrange(len(problems))
+        problem = problems[index]
+        if index not in found:  # each problem's attempts are drawn once
+            hits, misses = find_attempts(problem["numbers"], problem["target"], rng)
+            found[index] = (hits, misses[:40])
+        behaviour = choose_behaviour(problem, mix, rng)
+        response = render_response(problem, behaviour, rng, mix, found[index])
+        if response is None:
+            continue
+        docs.append({"prompt": countdown_prompt(problem["numbers"], problem["target"]),
+                     "response": response, "behaviour": behaviour})
+    return docs

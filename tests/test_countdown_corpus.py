@@ -1,0 +1,195 @@
+"""The designed Countdown corpus (grpo_lib.countdown_corpus), the Countdown verdicts
+and the Countdown pretraining path."""
+import json
+import random
+import time
+from collections import Counter
+from fractions import Fraction
+
+import pytest
+
+from grpo_lib import countdown_corpus as cc
+from grpo_lib.evaluation import completion_correct
+from grpo_lib.rewards import (COUNTDOWN_VERDICTS, countdown_answer_reward,
+                              countdown_format_reward, countdown_value_only_reward,
+                              countdown_verdict)
+from grpo_lib.safe_math import expression_literals, safe_eval
+from grpo_lib.tasks.countdown import DATA_DIR
+
+PROBLEM = {"numbers": [1, 13, 14], "target": 28}
+FOUR = {"numbers": [7, 16, 4, 5], "target": 18}
+
+
+def train_rows(n=300):
+    lines = (DATA_DIR / "train.jsonl").read_text().splitlines()[:n]
+    return [json.loads(line) for line in lines]
+
+
+def test_a_random_attempt_is_a_worked_expression_over_all_numbers():
+    rng = random.Random(0)
+    for _ in range(200):
+        numbers = [rng.randint(1, 20) for _ in range(rng.choice([3, 4]))]
+        attempt = cc.random_attempt(numbers, rng)
+        if attempt is None:
+            continue
+        steps, expression, value = attempt
+        assert len(steps) == len(numbers) - 1
+        assert safe_eval(expression) == Fraction(value) == Fraction(steps[-1][3])
+        assert sorted(expression_literals(expression)) == sorted(numbers)
+        for a, op, b, v in steps:  # every step's arithmetic is right, whole, small
+            assert safe_eval(f"{a} {op} {b}") == v and 0 <= v <= cc.MAX_VALUE
+
+
+def test_attempt_text_says_hit_or_miss():
+    steps = [(14, "+", 13, 27), (27, "+", 1, 28)]
+    assert cc.attempt_text(steps, 28) == "14 + 13 = 27, 27 + 1 = 28."
+    assert cc.attempt_text(steps, 30) == "14 + 13 = 27, 27 + 1 = 28, not 30."
+
+
+@pytest.mark.parametrize("behaviour, verdict", [
+    ("correct", "correct"), ("give_up", "wrong_value"),
+    ("drop_number", "wrong_numbers_hits_target"), ("no_tags", "no_answer"),
+])
+def test_each_behaviour_earns_its_designed_verdict(behaviour, verdict):
+    rng, seen = random.Random(1), 0
+    for problem in train_rows(60):
+        text = cc.render_response(problem, behaviour, rng)
+        if text is None:  # no attempt of that kind was found: the caller redraws
+            continue
+        seen += 1
+        assert countdown_verdict(text, problem["numbers"], problem["target"]) == verdict
+    assert seen >= 20
+
+
+def test_broken_format_loses_format_credit_and_correct_ones_keep_it():
+    rng = random.Random(2)
+    texts = {b: [t for p in train_rows(40)
+                 if (t := cc.render_response(p, b, rng)) is not None]
+             for b in ("correct", "unclosed_think", "no_tags")}
+    assert set(countdown_format_reward(texts["correct"])) == {1.0}
+    assert max(countdown_format_reward(texts["unclosed_think"])) < 1.0
+    assert max(countdown_format_reward(texts["no_tags"])) == 0.0
+
+
+def test_flaws_follow_their_visible_triggers():
+    mix, rng = cc.CountdownMix(), random.Random(3)
+    three = Counter(cc.choose_behaviour({"numbers": [1, 2, 3], "target": 10}, mix, rng)
+                    for _ in range(4000))
+    four = Counter(cc.choose_behaviour({"numbers": [1, 2, 3, 4], "target": 10}, mix,
+                                       rng) for _ in range(4000))
+    big = Counter(cc.choose_behaviour({"numbers": [1, 2, 3], "target": 60}, mix, rng)
+                  for _ in range(4000))
+    assert four["give_up"] > 3 * three["give_up"]
+    assert four["drop_number"] > 3 * three["drop_number"]
+    assert big["no_tags"] + big["unclosed_think"] > 5 * (three["no_tags"]
+                                                         + three["unclosed_think"])
+
+
+def test_documents_are_reproducible_and_checked():
+    rows = train_rows(50)
+    a = cc.countdown_documents(rows, 30, seed=4)
+    assert a == cc.countdown_documents(rows, 30, seed=4)
+    assert a != cc.countdown_documents(rows, 30, seed=5)
+    assert {d["behaviour"] for d in a} <= set(cc.BEHAVIOURS)
+    with pytest.raises(ValueError, match="at least one problem"):
+        cc.countdown_documents([], 3)
+    with pytest.raises(ValueError, match="give_up_rate"):
+        cc.CountdownMix(give_up_rate=1.5)
+    with pytest.raises(ValueError, match="unknown behaviour"):
+        cc.render_response(PROBLEM, "cheat", random.Random(0))
+
+
+def answer(expression):
+    return f"<think> ... </think> <answer> {expression} </answer>"
+
+
+@pytest.mark.parametrize("text, verdict", [
+    (answer("(14 + 13) + 1"), "correct"),
+    (answer("14 * (1 + 1)"), "wrong_numbers_hits_target"),  # 1 reused, 13 dropped
+    (answer("14 + 14"), "wrong_numbers_hits_target"),
+    (answer("20 + 8"), "wrong_numbers_hits_target"),  # numbers of its own
+    (answer("13 + 14"), "wrong_numbers"),
+    (answer("13 + 14 - 1"), "wrong_value"),
+    (answer("9**9**9**9"), "not_an_expression"),
+    (answer("28.0"), "not_an_expression"),
+    (answer("__import__('os')"), "not_an_expression"),
+    (answer("(14 + 13) / (1 - 1)"), "not_an_expression"),  # division by zero
+    ("14 + 13 + 1", "no_answer"), ("", "no_answer"), (None, "no_answer"),
+])
+def test_countdown_verdict_names_why(text, verdict):
+    t0 = time.perf_counter()
+    assert countdown_verdict(text, PROBLEM["numbers"], PROBLEM["target"]) == verdict
+    assert time.perf_counter() - t0 < 0.5
+    assert verdict in COUNTDOWN_VERDICTS
+    reward = countdown_answer_reward([text], numbers=[PROBLEM["numbers"]],
+                                     target=[PROBLEM["target"]])
+    assert reward == [float(verdict == "correct")]
+
+
+def test_countdown_verdict_refuses_malformed_problems():
+    with pytest.raises(TypeError, match="list of integers"):
+        countdown_verdict(answer("1"), "1, 2", 3)
+    with pytest.raises(ValueError, match="not a number"):
+        countdown_verdict(answer("1"), [1, 2], "three")
+
+
+def test_completion_correct_reads_the_row_kind():
+    assert completion_correct(answer("(14 + 13) + 1"), PROBLEM)
+    assert not completion_correct(answer("28"), PROBLEM)  # the value alone is no answer
+    assert completion_correct(answer("14"), {"answer": "14"})
+    assert not completion_correct(answer("15"), {"answer": "14"})
+    assert not completion_correct(answer("14"), {})
+
+
+def test_countdown_tokenizer_shortens_the_prompt_and_round_trips():
+    from grpo_lib.models import build_tokenizer
+    from grpo_lib.tasks.countdown import countdown_prompt
+
+    cd, ar = build_tokenizer(task="countdown"), build_tokenizer()
+    prompt = ar.apply_chat_template(countdown_prompt([1, 13, 14], 28), tokenize=False)
+    assert len(cd(prompt)["input_ids"]) < 0.7 * len(ar(prompt)["input_ids"])
+    text = "<think> 13 * 1 = 13, not 28. </think> <answer> (14 + 13) + 1 </answer>"
+    assert cd.decode(cd(text)["input_ids"]) == text
+    with pytest.raises(ValueError, match="no tokenizer corpus"):
+        build_tokenizer(task="chess")
+
+
+def test_countdown_pretraining_runs_and_continued_pretraining_keeps_the_tokenizer(
+        tmp_path):
+    from grpo_lib.models import load_model_and_tokenizer
+    from grpo_lib.pretrain import PretrainConfig, pretrain
+
+    cfg = PretrainConfig(size="micro", steps=2, batch_size=4, task="countdown",
+                         progress=False)
+    first = pretrain(cfg, tmp_path / "cd", eval_n=0)
+    card = (first / "README.md").read_text()
+    assert "--task countdown" in card and "CountdownMix" in card
+    more = PretrainConfig(size="micro", steps=2, batch_size=4, task="countdown",
+                          init_from=str(first), lr=1e-3, progress=False)
+    second = pretrain(more, tmp_path / "cd2", eval_n=0)
+    _, tok1 = load_model_and_tokenizer(first)
+    _, tok2 = load_model_and_tokenizer(second)
+    assert tok1.get_vocab() == tok2.get_vocab()
+    assert f"--init-from {first}" in (second / "README.md").read_text()
+    with pytest.raises(ValueError, match="no pretraining corpus"):
+        pretrain(PretrainConfig(size="micro", steps=1, batch_size=2, task="chess"),
+                 tmp_path / "x", eval_n=0)
+
+
+def test_the_value_only_monitor_pays_the_hack_and_the_right_answers():
+    texts = [answer("(14 + 13) + 1"), answer("14 + 14"), answer("13 + 14"),
+             answer("9**9**9**9"), "no answer"]
+    paid = countdown_value_only_reward(texts, target=[28] * 5)
+    assert paid == [1.0, 1.0, 0.0, 0.0, 0.0]
+    right = countdown_answer_reward(texts, numbers=[[1, 13, 14]] * 5, target=[28] * 5)
+    assert [p - r for p, r in zip(paid, right)] == [0.0, 1.0, 0.0, 0.0, 0.0]
+
+
+def test_the_countdown_config_loads_with_the_monitor_at_weight_zero():
+    from grpo_lib.trainer import load_config
+
+    cfg = load_config(DATA_DIR.parents[1] / "configs" / "countdown_tiny.yaml")
+    weights = dict(zip(cfg.reward_funcs, cfg.reward_weights))
+    assert weights == {"countdown_answer_reward": 1.0, "countdown_format_reward": 0.1,
+                       "countdown_value_only_reward": 0.0}
+    assert cfg.task == "countdown"
