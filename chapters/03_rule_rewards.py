@@ -330,12 +330,13 @@ pd.DataFrame(rows)
 # %% [markdown]
 # Note `0.1 + 0.2`: in floats it misses `0.3`; in exact arithmetic it is `3/10`, so
 # the Countdown check needs no tolerance (GRPO-Zero compares floats within `1e-5`).
-# The answer reward, per completion: the numbers used must be the numbers given, and
-# the expression must evaluate to the target:
+# The answer reward is 1 when `countdown_verdict` calls the answer `correct`: the
+# numbers used must be the numbers given, and the expression must evaluate to the
+# target:
 
 # %%
-show_source(R.countdown_answer_reward, start="wanted = sorted(",
-            end="return scores")
+show_source(R.countdown_verdict, start="wanted = sorted(",
+            end='return "correct" if value')
 
 # %%
 # NBVAL_CHECK_OUTPUT

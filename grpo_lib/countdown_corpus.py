@@ -3,10 +3,12 @@
 A response tries expressions over the numbers one after another, each worked step by
 step, until one reaches the target, then answers it::
 
-    <think> 13 * 1 = 13, 13 + 14 = 27, not 28. 14 + 13 = 27, 27 + 1 = 28. </think>
-    <answer> (14 + 13) + 1 </answer>
+    <think> Numbers 1, 13, 14; target 28. 13 * 1 = 13, 13 + 14 = 27, not 28.
+    14 + 13 = 27, 27 + 1 = 28. </think> <answer> (14 + 13) + 1 </answer>
 
-The attempts are random, as a beginner's are: a base model trained on them proposes
+The trace first copies the problem (a tiny model copies more reliably from a few
+tokens back than from the far end of GRPO-Zero's long prompt). The attempts are
+random, as a beginner's are: a base model trained on them proposes
 expressions, works them out, and stops when one hits. Some responses carry a flaw,
 triggered by a visible feature of the problem so that greedy decoding shows it too
 (as in the arithmetic corpus, :mod:`grpo_lib.corpus`):
@@ -102,6 +104,12 @@ def attempt_text(steps, target: int) -> str:
     return body + ("." if steps[-1][3] == target else f", not {target}.")
 
 
+def restate(numbers: list[int], target: int) -> str:
+    """The trace's first sentence, ``"Numbers 1, 13, 14; target 28."``: the problem
+    copied next to the attempts, which then copy from it at a short distance."""
+    return f"Numbers {', '.join(map(str, numbers))}; target {target}."
+
+
 def find_attempts(numbers: list[int], target: int, rng: random.Random,
                   tries: int = 400):
     """Random attempts sorted into hits and misses (``tries`` draws)."""
@@ -169,7 +177,8 @@ def render_response(problem: dict, behaviour: str, rng: random.Random,
         final = rng.choice(hits)
     shown = tried + ([final] if final is not None else [])
     answer = shown[-1][1]
-    think = " ".join(attempt_text(steps, target) for steps, _, _ in shown)
+    think = " ".join([restate(numbers, target)]
+                     + [attempt_text(steps, target) for steps, _, _ in shown])
     if behaviour == "no_tags":
         return f"{think} The answer is {answer}."
     if behaviour == "unclosed_think":

@@ -2,6 +2,7 @@
 and the Countdown pretraining path."""
 import json
 import random
+import re
 import time
 from collections import Counter
 from fractions import Fraction
@@ -193,3 +194,12 @@ def test_the_countdown_config_loads_with_the_monitor_at_weight_zero():
     assert weights == {"countdown_answer_reward": 1.0, "countdown_format_reward": 0.1,
                        "countdown_value_only_reward": 0.0}
     assert cfg.task == "countdown"
+
+
+def test_every_trace_starts_by_copying_the_problem():
+    for doc in cc.countdown_documents(train_rows(40), 40, seed=6):
+        numbers = re.search(r"Using the numbers \[(.*?)\]", doc["prompt"][0]["content"])
+        target = re.search(r"equals (\d+)\.", doc["prompt"][0]["content"])
+        opening = f"Numbers {numbers.group(1)}; target {target.group(1)}."
+        assert doc["response"].removeprefix("<think> ").startswith(opening)
+    assert cc.restate([1, 13, 14], 28) == "Numbers 1, 13, 14; target 28."
