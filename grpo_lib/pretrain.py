@@ -365,8 +365,10 @@ def _model_card(info: dict, table, out: Path) -> str:
     lines = [
         f"# {out.name}",
         "",
-        f"A {info['parameters']:,}-parameter `Qwen2ForCausalLM` pretrained from "
-        f"scratch by `grpo_lib` on the book's designed {corpus} corpus (see "
+        f"A {info['parameters']:,}-parameter `Qwen2ForCausalLM` pretrained "
+        + (f"from `{info['config']['init_from']}` (its weights and tokenizer) "
+           if info["config"].get("init_from") else "from scratch ")
+        + f"by `grpo_lib` on the book's designed {corpus} corpus (see "
         f"`grpo_lib/{module}`). It is a *base model with designed flaws*: later "
         f"chapters fix them with RL.",
         "",
