@@ -1,4 +1,4 @@
-"""Policy losses: one per-token objective, five ways to average it into one number.
+"""Policy losses: one per-token objective, six ways to average it into one number.
 
 "Algorithm = credit assigner + loss." The *credit assigner* (``grpo_lib.advantages``)
 turns rewards into one advantage per completion; the *loss* below turns advantages and
@@ -15,7 +15,15 @@ that choice decides which completions the gradient favours (short or long ones):
 * ``dapo`` — :math:`\\sum_{i,t} \\ell_{i,t} / N_{\\text{tokens}}`, token mean of the
   whole accumulated batch (DAPO, Yu et al. 2025, sec. 3.3);
 * ``reinforce`` — :math:`-\\frac1B\\sum_i A_i \\sum_t \\log\\pi_\\theta(o_{i,t})`,
-  REINFORCE with the group mean as baseline: no ratio, no clip (as in picoRL).
+  REINFORCE with the group mean as baseline: no ratio, no clip (as in picoRL);
+* ``cispo`` — :math:`-\\sum_{i,t} \\mathrm{sg}(\\min(\\rho_{i,t}, \\varepsilon_{\\max}))
+  A_i \\log\\pi_\\theta(o_{i,t}) / N_{\\text{tokens}}`: the clip moves from the
+  surrogate to a stop-gradient weight, so no token loses its gradient (MiniMax-M1,
+  2025; TRL ``loss_type="cispo"``).
+
+Orthogonal to the aggregation, ``importance_sampling_level="sequence"`` replaces the
+per-token ratio by one ratio per completion, the geometric mean of its tokens' ratios
+(GSPO, Zheng et al. 2025; TRL ``importance_sampling_level="sequence"``).
 
 For the four clipped variants the per-token loss is the negated PPO/GRPO clipped
 surrogate plus the KL penalty (DeepSeekMath eq. 3-4, Schulman's k3 estimator):
@@ -44,7 +52,8 @@ import torch
 
 from .objective import clipped_surrogate, clipped_tokens, kl_estimate, probability_ratio
 
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "reinforce")
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "reinforce", "cispo")
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
 
 
 # --------------------------------------------------------------------------------------
@@ -135,25 +144,22 @@ def aggregate_reinforce(
 # Per-token losses
 # --------------------------------------------------------------------------------------
 def clipped_token_loss(
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
+    ratio: torch.Tensor,
     advantages: torch.Tensor,
     epsilon: float = 0.2,
     epsilon_high: float | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> torch.Tensor:
     """Negated clipped surrogate per token (PPO eq. 7, DeepSeekMath eq. 3).
 
     .. math:: \\ell_{i,t} = -\\min\\big(\\rho_{i,t} A_i,\\;
         \\operatorname{clip}(\\rho_{i,t}, 1-\\varepsilon_{\\mathrm{low}},
                              1+\\varepsilon_{\\mathrm{high}}) A_i\\big)
 
-    Returns ``(per_token_loss [B, T], ratio [B, T])``.
+    ``ratio``: ``[B, T]`` token ratios, or ``[B, 1]`` GSPO sequence ratios. Returns the
+    per-token loss, ``[B, T]`` or ``[B, 1]`` (the aggregation broadcasts it).
     """
-    ratio = probability_ratio(logp, old_logp)  # [B, T]
-    objective = clipped_surrogate(
-        ratio, advantages, epsilon=epsilon, epsilon_high=epsilon_high
-    )  # [B, T]
-    return -objective, ratio
+    return -clipped_surrogate(ratio, advantages, epsilon=epsilon,
+                              epsilon_high=epsilon_high)
 
 
 def reinforce_token_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
@@ -167,6 +173,40 @@ def reinforce_token_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.
     current policy, ``num_iterations=1``).
     """
     return -advantages * logp  # [B, T]
+
+
+def sequence_log_ratio(
+    logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """GSPO's sequence-level log-ratio: the mean of the token log-ratios.
+
+    .. math:: \\log s_i = \\frac{1}{|o_i|} \\sum_{t=1}^{|o_i|}
+              \\log\\frac{\\pi_\\theta(o_{i,t})}
+                        {\\pi_{\\theta_{\\mathrm{old}}}(o_{i,t})}
+
+    :math:`s_i` is the geometric mean of the token ratios: one number per completion,
+    so the clip keeps or drops a completion whole (Zheng et al. 2025, eq. 7). An empty
+    completion gets :math:`\\log s_i = 0`. ``[B, T]`` in, ``[B, 1]`` out.
+    """
+    log_ratio = (logp - old_logp.detach()) * mask  # [B, T]
+    return log_ratio.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)
+
+
+def cispo_token_loss(
+    logp: torch.Tensor, ratio: torch.Tensor, advantages: torch.Tensor,
+    epsilon_max: float,
+) -> torch.Tensor:
+    """CISPO per token: REINFORCE weighted by a capped, detached ratio.
+
+    .. math:: \\ell_{i,t} = -\\,\\mathrm{sg}\\big(\\min(\\rho_{i,t},
+              \\varepsilon_{\\max})\\big)\\, A_i \\log\\pi_\\theta(o_{i,t})
+
+    PPO's clip zeroes the gradient of a token whose ratio left the range; CISPO keeps
+    every token's gradient and only caps its weight (MiniMax-M1, 2025, sec. 3.1).
+    ``ratio`` ``[B, T]`` or ``[B, 1]``, ``advantages`` ``[B, 1]`` or ``[B, T]``.
+    """
+    weight = torch.clamp(ratio, max=epsilon_max).detach()  # [B, T] or [B, 1]
+    return -weight * advantages * logp  # [B, T]
 
 
 # --------------------------------------------------------------------------------------
@@ -223,6 +263,26 @@ def sampling_importance_weights(
         if mode.endswith("truncate"):
             return w.clamp(min=low, max=high)
         return w.masked_fill((w < low) | (w > high), 0.0)
+
+
+def check_loss_settings(
+    loss_type: str, epsilon_high: float | None, importance_sampling_level: str
+) -> None:
+    """The settings that only some loss types accept; one message each."""
+    if importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
+        raise ValueError(
+            f"importance_sampling_level={importance_sampling_level!r}; choose "
+            f"'token' (PPO/GRPO) or 'sequence' (GSPO).")
+    if importance_sampling_level == "sequence" and loss_type == "reinforce":
+        raise ValueError(
+            "importance_sampling_level='sequence' changes the ratio, and "
+            "loss_type='reinforce' has none; use loss_type='grpo' (GSPO's setting).")
+    if loss_type == "cispo" and (epsilon_high is None or not epsilon_high > 1):
+        raise ValueError(
+            f"loss_type='cispo' caps the ratio itself at epsilon_high (its "
+            f"epsilon_max), got epsilon_high={epsilon_high!r}; it must be > 1, or "
+            f"every on-policy token's weight (ratio 1) is cut. TRL's docs and "
+            f"ScaleRL use 5.0.")
 
 
 def _check_inputs(logp, old_logp, advantages, mask, loss_type, epsilon, beta, ref_logp):
@@ -284,6 +344,7 @@ def policy_loss(
     num_micro_batches: float = 1,
     num_items_in_batch: torch.Tensor | float | None = None,
     sampling_weights: torch.Tensor | None = None,
+    importance_sampling_level: str = "token",
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO-family policy loss of one micro-batch, ready for ``loss.backward()``.
 
@@ -296,9 +357,10 @@ def policy_loss(
 
     (DeepSeekMath eq. 3-4), where ``Agg`` is one of the ``aggregate_*`` functions above
     and ``loss_type="reinforce"`` replaces :math:`\\ell^{clip}` by
-    :math:`-A_i\\log\\pi_\\theta(o_{i,t})`. The KL term is added per token *before*
-    aggregation, as in TRL. With ``use_bias_correction_kl=True`` (TRL 1.16's default,
-    from DeepSeek-V3.2) the KL term is
+    :math:`-A_i\\log\\pi_\\theta(o_{i,t})`, ``"cispo"`` by
+    :func:`cispo_token_loss` (aggregated as ``dapo``). The KL term is added per token
+    *before* aggregation, as in TRL. With ``use_bias_correction_kl=True`` (TRL 1.16's
+    default, from DeepSeek-V3.2) the KL term is
     :math:`\\beta\\, \\rho_{i,t}\\, \\mathbb D^{k3}_{i,t}`: the policy ratio
     :math:`\\rho_{i,t}` is 1 on-policy, so the *value* is unchanged, but its gradient
     turns k3's gradient (that of
@@ -315,10 +377,12 @@ def policy_loss(
             ratio is 1 but its gradient is still :math:`\\nabla\\log\\pi_\\theta`.
         advantages: ``[B]`` (one per completion) or ``[B, T]``.
         mask: ``[B, T]`` 1 for completion tokens that count (up to and including EOS).
-        loss_type: ``"grpo" | "bnpo" | "dr_grpo" | "dapo" | "reinforce"``.
+        loss_type: ``"grpo" | "bnpo" | "dr_grpo" | "dapo" | "reinforce" | "cispo"``.
         epsilon, epsilon_high: the clip range ``[1 - epsilon, 1 + epsilon_high]`` of
             the policy ratio;
             ``epsilon_high=None`` means symmetric (DAPO's clip-higher uses 0.28).
+            For ``cispo``, ``epsilon_high`` is the cap on the ratio itself
+            (:math:`\\varepsilon_{\\max}`, e.g. 5.0), as in TRL.
         beta: KL coefficient; needs ``ref_logp`` ``[B, T]`` when non-zero.
         max_completion_length: ``L_max`` for ``dr_grpo``.
         use_bias_correction_kl: multiply the per-token KL by the ratio (see above).
@@ -330,6 +394,9 @@ def policy_loss(
         sampling_weights: ``[B, T]`` or ``[B, 1]`` importance weights for the
             sampler/trainer gap (:func:`sampling_importance_weights`); they multiply
             the per-token policy loss before the KL term is added, as in TRL.
+        importance_sampling_level: ``"token"`` (one ratio per token) or
+            ``"sequence"`` (GSPO: one ratio per completion,
+            :func:`sequence_log_ratio`); the KL's bias correction uses the same ratio.
 
     Returns:
         ``(loss, stats)``; ``stats`` holds floats measured on this micro-batch's active
@@ -337,10 +404,14 @@ def policy_loss(
         ``kl`` (mean k3; NaN when ``beta == 0``: no reference), ``clip_frac_low``,
         ``clip_frac_high``, ``clip_frac_region`` (share of tokens whose ratio left the
         clip range on the side where clipping removes the gradient: ``rho < 1-eps``
-        with ``A < 0``, ``rho > 1+eps_high`` with ``A > 0``, either), ``ratio_mean``,
+        with ``A < 0``, ``rho > 1+eps_high`` with ``A > 0``, either; for ``cispo``,
+        ``high`` is the share whose weight was capped, ``rho > eps_max`` with
+        ``A > 0``, TRL's ``cispo_clip_ratio``; a sequence ratio counts for each of
+        its tokens), ``ratio_mean``,
         ``ratio_max`` and ``num_tokens``.
     """
     _check_inputs(logp, old_logp, advantages, mask, loss_type, epsilon, beta, ref_logp)
+    check_loss_settings(loss_type, epsilon_high, importance_sampling_level)
     mask = mask.to(logp.dtype)  # [B, T]
     advantages = advantages.to(logp.dtype)  # [B] or [B, T]
     adv = (
@@ -349,13 +420,17 @@ def policy_loss(
     old_logp = logp.detach() if old_logp is None else old_logp  # [B, T]
     eps_high = epsilon if epsilon_high is None else epsilon_high
 
+    if importance_sampling_level == "sequence":  # GSPO
+        ratio = sequence_log_ratio(logp, old_logp, mask).exp()  # [B, 1]
+    else:
+        ratio = probability_ratio(logp, old_logp)  # [B, T]
+
     if loss_type == "reinforce":
         per_token_loss = reinforce_token_loss(logp, adv)  # [B, T]
-        ratio = probability_ratio(logp.detach(), old_logp)  # [B, T], for logging only
+    elif loss_type == "cispo":
+        per_token_loss = cispo_token_loss(logp, ratio, adv, eps_high)  # [B, T]
     else:
-        per_token_loss, ratio = clipped_token_loss(
-            logp, old_logp, advantages, epsilon, eps_high
-        )
+        per_token_loss = clipped_token_loss(ratio, advantages, epsilon, eps_high)
 
     if sampling_weights is not None:
         per_token_loss = per_token_loss * sampling_weights.detach()  # [B, T]
@@ -364,7 +439,7 @@ def policy_loss(
         per_token_kl = kl_estimate(logp, ref_logp, kind="k3")  # [B, T]
         if use_bias_correction_kl:
             # value unchanged on-policy, the gradient becomes the reverse KL's
-            per_token_kl = per_token_kl * probability_ratio(logp, old_logp)  # [B, T]
+            per_token_kl = per_token_kl * ratio  # [B, T]
         per_token_loss = per_token_loss + beta * per_token_kl
 
     if loss_type == "grpo":
@@ -376,24 +451,28 @@ def policy_loss(
             aggregate_dr_grpo(per_token_loss, mask, max_completion_length)
             / num_micro_batches
         )
-    elif loss_type == "dapo":
+    elif loss_type in ("dapo", "cispo"):
         n = mask.sum() if num_items_in_batch is None else num_items_in_batch
         loss = aggregate_dapo(per_token_loss, mask, n)
     else:
         loss = aggregate_reinforce(per_token_loss, mask) / num_micro_batches
 
     with torch.no_grad():
-        rho = ratio.detach()  # [B, T]
-        low, high = clipped_tokens(
-            rho, advantages, epsilon=epsilon, epsilon_high=eps_high
-        )  # [B, T]
+        rho = ratio.detach().expand_as(mask)  # [B, T]
+        if loss_type == "cispo":  # capped weights; no token loses its gradient
+            high = (rho > eps_high) & (adv > 0)  # [B, T]
+            low = torch.zeros_like(high)
+        else:
+            low, high = clipped_tokens(
+                rho, advantages, epsilon=epsilon, epsilon_high=eps_high
+            )  # [B, T]
         low, high = low.to(mask.dtype), high.to(mask.dtype)
         region = torch.clamp(low + high, max=1.0)
         ratio_max = (
             rho.masked_fill(mask == 0, float("-inf")).max().item()
             if mask.any() else 1.0
         )
-        scale = 1.0 if loss_type == "dapo" else float(num_micro_batches)
+        scale = 1.0 if loss_type in ("dapo", "cispo") else float(num_micro_batches)
         stats = {
             "policy_loss": loss.detach().item() * scale,
             "kl": (

@@ -55,7 +55,7 @@ from .advantages import decoupled_advantages, group_advantages
 from .evaluation import completion_correct
 from .fast_decode import FAST_SAMPLERS
 from .logprobs import sequence_logprobs
-from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, policy_loss,
+from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, check_loss_settings, policy_loss,
                      sampling_importance_weights)
 from .optim import CPUOffloadAdamW
 from .sampling import Rollout, generate
@@ -179,7 +179,7 @@ class GRPOConfig(YAMLConfig):
     multi_objective_aggregation: str = "sum_then_normalize"
     """Several rewards: sum then normalise (GRPO) or ``normalize_then_sum`` (GDPO)."""
     loss_type: str = "grpo"
-    """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo`` or ``reinforce`` (see losses.py)."""
+    """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``, ``reinforce`` or ``cispo``."""
     beta: float = 0.0
     """KL coefficient to the frozen initial model; 0 means no reference model at all."""
     use_bias_correction_kl: bool = True
@@ -187,7 +187,10 @@ class GRPOConfig(YAMLConfig):
     epsilon: float = 0.2
     """Clip range: the ratio is clipped to [1 - epsilon, 1 + epsilon_high]."""
     epsilon_high: float | None = None
-    """Upper clip (DAPO's clip-higher uses 0.28); ``None``: same as epsilon."""
+    """Upper clip (DAPO's clip-higher uses 0.28); ``None``: same as epsilon. For
+    ``cispo``: the cap on the ratio itself (e.g. 5.0)."""
+    importance_sampling_level: str = "token"
+    """One ratio per ``"token"`` (PPO/GRPO) or per ``"sequence"`` (GSPO)."""
     num_iterations: int = 1
     """μ, optimizer passes over each sampled batch (> 1 needs the old log-probs)."""
     mask_truncated_completions: bool = False
@@ -339,6 +342,11 @@ class GRPOConfig(YAMLConfig):
             )
         if self.loss_type not in LOSS_TYPES:
             bad(f"loss_type={self.loss_type!r} is unknown; choose one of {LOSS_TYPES}.")
+        try:
+            check_loss_settings(self.loss_type, self.epsilon_high,
+                                self.importance_sampling_level)
+        except ValueError as err:
+            bad(str(err))
         if self.loss_type == "reinforce" and self.num_iterations != 1:
             bad(
                 f"loss_type='reinforce' has no importance ratio, so it is only correct "
@@ -997,6 +1005,7 @@ class GRPOTrainer(TrainingLoop):
                     num_micro_batches=B / rows,
                     num_items_in_batch=num_items,
                     sampling_weights=weights,
+                    importance_sampling_level=cfg.importance_sampling_level,
                 )
                 if not torch.isfinite(loss):
                     where = f"pass {it + 1}, micro-batch {k + 1}"

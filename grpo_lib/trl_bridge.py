@@ -210,7 +210,11 @@ TRL_FIELDS: dict[str, Mapped] = {
         "True in both (KL x ratio, DeepSeek-V3.2); DeepSeekMath's KL has no ratio"),
     "epsilon": Mapped("epsilon"),
     "epsilon_high": Mapped("epsilon_high", None,
-                           "None: = epsilon; DAPO's clip-higher uses 0.28"),
+                           "None: = epsilon; DAPO's clip-higher uses 0.28; "
+                           "cispo: the ratio's cap, 5.0"),
+    "importance_sampling_level": Mapped(
+        "importance_sampling_level", None,
+        "'token' in both; GSPO's 'sequence' goes with a clip of 3e-4 / 4e-4"),
     "num_iterations": Mapped(
         "num_iterations", None,
         "μ; TRL counts μ optimizer steps per rollout (max_steps, save_steps x μ)"),

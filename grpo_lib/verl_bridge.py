@@ -258,6 +258,17 @@ def _loss_agg(c, f) -> str:
     return _choose("loss_type", c.loss_type, _LOSS_AGG, "no verl aggregation")
 
 
+def _loss_mode(c, f) -> str:
+    if c.loss_type == "cispo":
+        raise ValueError("loss_type='cispo': not mapped to verl here (verl's cispo "
+                         "clips the weight to [1 - clip_ratio_low, 1 + "
+                         "clip_ratio_high], ours caps it at epsilon_high); use "
+                         "'grpo' or the TRL path.")
+    if c.importance_sampling_level == "sequence":
+        return "gspo"
+    return "gpg" if c.loss_type == "reinforce" else "vanilla"
+
+
 def _warmup_steps(c, f) -> int:
     """Our warm-up counts updates; verl's scheduler steps once per training step."""
     w = c.warmup_steps
@@ -411,9 +422,11 @@ VERL_KEYS: dict[str, Mapped] = {
         "verl's default token-mean is DAPO's; our grpo is seq-mean-token-mean; "
         "bnpo normalises per micro-batch (token-mean: per mini-batch)"),
     f"{_ACTOR}.policy_loss.loss_mode": Mapped(
-        "loss_type", lambda c, f: "gpg" if c.loss_type == "reinforce" else "vanilla",
+        "loss_type", _loss_mode,
         "vanilla: the clipped surrogate (plus verl's dual clip at clip_ratio_c=3 for "
-        "A < 0, inert when on-policy); reinforce -> gpg (-A log p, no clip)"),
+        "A < 0, inert when on-policy); reinforce -> gpg (-A log p, no clip); "
+        "importance_sampling_level='sequence' -> gspo",
+        ("importance_sampling_level",)),
     f"{_ACTOR}.loss_scale_factor": Mapped(
         "loss_type",
         lambda c, f: c.max_completion_length if c.loss_type == "dr_grpo" else None,

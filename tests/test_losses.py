@@ -6,7 +6,8 @@ and masks we choose. Our ``policy_loss`` gets the same per-token log-probs (from
 ``_get_per_token_logps_and_entropies``, a fresh forward pass) and must give the same
 loss and the same parameter gradients, for every loss type TRL shares with us, with and
 without the KL term, with symmetric and asymmetric clipping, on- and off-policy, and
-with the batch split into two accumulated micro-batches.
+with the batch split into two accumulated micro-batches; and for GSPO's sequence-level
+ratio (TRL ``importance_sampling_level="sequence"``) and CISPO (``loss_type="cispo"``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from grpo_lib.losses import (
     aggregate_grpo,
     aggregate_reinforce,
     policy_loss,
+    sequence_log_ratio,
 )
 
 
@@ -131,6 +133,53 @@ def test_kl_bias_correction_changes_gradient_not_value():
     torch.testing.assert_close(grads[1], (1 - torch.exp(d) + torch.exp(d) - d - 1) / 2)
 
 
+def test_gspo_on_policy_gradient_equals_grpo():
+    # mu = 1: s_i = 1 and d s_i = mean_t d logp_{i,t}, so with the grpo aggregation
+    # the sequence-level loss has GRPO's value and gradient (GSPO differs off-policy).
+    logp0 = torch.log(torch.tensor([[0.5, 0.25, 0.1], [0.2, 0.4, 0.9]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    adv = torch.tensor([1.0, -0.5])
+    grads, values = [], []
+    for level in ("token", "sequence"):
+        logp = logp0.clone().requires_grad_()
+        loss, _ = policy_loss(logp, None, adv, mask, importance_sampling_level=level)
+        loss.backward()
+        grads.append(logp.grad)
+        values.append(loss.item())
+    assert values[0] == pytest.approx(values[1])
+    torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_gspo_sequence_ratio_by_hand():
+    # token log-ratios (0.4, -0.2) -> log s = 0.1; the padded token does not count
+    old = torch.zeros(1, 3)
+    logp = torch.tensor([[0.4, -0.2, 7.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    assert sequence_log_ratio(logp, old, mask).item() == pytest.approx(0.1)
+    assert sequence_log_ratio(logp, old, torch.zeros(1, 3)).item() == 0.0
+    # s = e^0.1 = 1.105 > 1 + 0.04 with A > 0: the whole completion is clipped
+    _, stats = policy_loss(logp, old, torch.ones(1), mask, epsilon=0.04,
+                           importance_sampling_level="sequence")
+    assert stats["clip_frac_high"] == 1.0
+
+
+def test_cispo_keeps_the_gradient_the_clip_removes():
+    # ratio 2 with A > 0: PPO's clip zeroes this token's gradient; CISPO caps the
+    # weight at eps_max and keeps it: d loss / d logp = -min(2, eps_max) * A.
+    old = torch.log(torch.tensor([[0.25]]))
+    for cap, weight in ((5.0, 2.0), (1.5, 1.5)):
+        logp = torch.log(torch.tensor([[0.5]])).requires_grad_()
+        loss, stats = policy_loss(logp, old, torch.ones(1), torch.ones(1, 1),
+                                  loss_type="cispo", epsilon_high=cap)
+        loss.backward()
+        assert logp.grad.item() == pytest.approx(-weight)
+        assert stats["clip_frac_high"] == (1.0 if cap < 2 else 0.0)
+    logp = torch.log(torch.tensor([[0.5]])).requires_grad_()
+    loss, _ = policy_loss(logp, old, torch.ones(1), torch.ones(1, 1))
+    loss.backward()
+    assert logp.grad.item() == 0.0
+
+
 def test_errors_say_what_to_change():
     logp, mask, adv = torch.zeros(2, 3), torch.ones(2, 3), torch.zeros(2)
     with pytest.raises(ValueError, match="Choose one of"):
@@ -143,6 +192,13 @@ def test_errors_say_what_to_change():
         policy_loss(logp, None, adv, mask, epsilon=0.0)
     with pytest.raises(ValueError, match="mask shape"):
         policy_loss(logp, None, adv, torch.ones(2, 4))
+    with pytest.raises(ValueError, match="TRL's docs and ScaleRL use 5.0"):
+        policy_loss(logp, None, adv, mask, loss_type="cispo")
+    with pytest.raises(ValueError, match="'token' .* or 'sequence'"):
+        policy_loss(logp, None, adv, mask, importance_sampling_level="seq")
+    with pytest.raises(ValueError, match="has none"):
+        policy_loss(logp, None, adv, mask, loss_type="reinforce",
+                    importance_sampling_level="sequence")
 
 
 # ---------------------------------------------------------------- parity with TRL 1.16
@@ -197,7 +253,8 @@ def batch(model_dir):
 
 
 def _trl_trainer(
-    model_dir, tmp_path, loss_type, beta, correction, epsilon_high, micro_batches
+    model_dir, tmp_path, loss_type, beta, correction, epsilon_high, micro_batches,
+    level="token", epsilon=0.2,
 ):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -217,9 +274,10 @@ def _trl_trainer(
         max_completion_length=L_MAX,
         loss_type=loss_type,
         beta=beta,
-        epsilon=0.2,
+        epsilon=epsilon,
         epsilon_high=epsilon_high,
         use_bias_correction_kl=correction,
+        importance_sampling_level=level,
     )
     dataset = Dataset.from_dict({"prompt": ["1 + 1 ="] * B})
     with warnings.catch_warnings():
@@ -242,6 +300,7 @@ def _trl_trainer(
 # (TRL's default: same value, different gradient). Off-policy = old log-probs differ
 # from the current ones (mu > 1), which drives ratios out of the clip range; two
 # micro-batches exercise gradient accumulation.
+GSPO_EPS, GSPO_EPS_HIGH = 3e-4, 4e-4
 SETTINGS = [
     (0.0, True, None, 1, False),
     (0.0, True, 0.28, 2, True),
@@ -250,14 +309,31 @@ SETTINGS = [
     (0.04, False, None, 2, True),
 ]
 CASES = [
-    (loss_type, *setting)
+    (loss_type, *setting, "token")
     for loss_type in ["grpo", "bnpo", "dr_grpo", "dapo"]
     for setting in SETTINGS
+]
+# GSPO: the sequence-level ratio, with GSPO's own aggregation (grpo) and with dapo,
+# and GSPO's clip range [1 - 3e-4, 1 + 4e-4] (Zheng et al. 2025, sec. 5.1): the mean
+# of the token log-ratios moves far less than one token's, so 0.2 would never bind.
+CASES += [
+    (loss_type, beta, correction, None if high is None else GSPO_EPS_HIGH, micro, off,
+     "sequence")
+    for loss_type in ["grpo", "dapo"]
+    for (beta, correction, high, micro, off) in SETTINGS
+]
+# CISPO: epsilon_high is the cap on the ratio itself. 5.0 (TRL's docs) never binds
+# on this batch; 1.1 binds on the off-policy tokens, so the cap is tested too.
+CASES += [
+    ("cispo", beta, correction, cap, micro, off, level)
+    for (beta, correction, _, micro, off) in SETTINGS
+    for cap in (5.0, 1.1)
+    for level in ("token", "sequence")
 ]
 
 
 @pytest.mark.parametrize(
-    "loss_type,beta,correction,epsilon_high,micro_batches,off_policy", CASES
+    "loss_type,beta,correction,epsilon_high,micro_batches,off_policy,level", CASES
 )
 def test_matches_trl_compute_loss(
     model_dir,
@@ -269,10 +345,14 @@ def test_matches_trl_compute_loss(
     epsilon_high,
     micro_batches,
     off_policy,
+    level,
 ):
+    epsilon = GSPO_EPS if level == "sequence" and loss_type != "cispo" else 0.2
     trainer = _trl_trainer(
-        model_dir, tmp_path, loss_type, beta, correction, epsilon_high, micro_batches
+        model_dir, tmp_path, loss_type, beta, correction, epsilon_high, micro_batches,
+        level, epsilon,
     )
+    capped = []  # CISPO: was any weight capped?
     model = trainer.model
     total_tokens = batch["completion_mask"].sum()
     size = B // micro_batches
@@ -319,7 +399,7 @@ def test_matches_trl_compute_loss(
             inputs["advantages"],
             inputs["completion_mask"],
             loss_type=loss_type,
-            epsilon=0.2,
+            epsilon=epsilon,
             epsilon_high=epsilon_high,
             beta=beta,
             ref_logp=ref if beta != 0.0 else None,
@@ -327,11 +407,12 @@ def test_matches_trl_compute_loss(
             use_bias_correction_kl=correction,
             num_micro_batches=micro_batches,
             num_items_in_batch=total_tokens,
+            importance_sampling_level=level,
         )
         loss.backward()
 
         where = (
-            f"{loss_type} beta={beta} correction={correction} "
+            f"{loss_type} {level} beta={beta} correction={correction} "
             f"eps_high={epsilon_high} micro-batches={micro_batches} #{k}"
         )
         assert abs(loss.item() - trl_loss.item()) < 1e-6, where
@@ -340,13 +421,20 @@ def test_matches_trl_compute_loss(
                 ours, theirs, atol=1e-6, rtol=1e-5, msg=lambda m: f"{where}: {m}"
             )
         metrics = trainer._metrics["train"]
-        assert stats["clip_frac_low"] == pytest.approx(
-            metrics["clip_ratio/low_mean"][-1], abs=1e-7
-        ), where
-        assert stats["clip_frac_high"] == pytest.approx(
-            metrics["clip_ratio/high_mean"][-1], abs=1e-7
-        ), where
+        if loss_type == "cispo" and level == "token":
+            assert stats["clip_frac_high"] == pytest.approx(
+                metrics["cispo_clip_ratio"][-1], abs=1e-7), where
+            capped.append(stats["clip_frac_high"])
+        elif level == "token":  # TRL averages sequence-level flags per sequence
+            assert stats["clip_frac_low"] == pytest.approx(
+                metrics["clip_ratio/low_mean"][-1], abs=1e-7
+            ), where
+            assert stats["clip_frac_high"] == pytest.approx(
+                metrics["clip_ratio/high_mean"][-1], abs=1e-7
+            ), where
         if beta != 0.0:
             assert stats["kl"] == pytest.approx(metrics["kl"][-1], abs=1e-6), where
-    if off_policy:  # the noise must have driven some tokens out of the clip range
+    if off_policy and loss_type != "cispo":  # the noise drove some ratios out
         assert sum(trainer._metrics["train"]["clip_ratio/region_mean"]) > 0
+    if off_policy and loss_type == "cispo" and level == "token" and epsilon_high < 2:
+        assert sum(capped) > 0, "the 1.1 cap never bound: the CISPO case tests nothing"

@@ -87,6 +87,8 @@ def _params(model) -> torch.Tensor:
         (dict(epsilon=0.0), "epsilon > 0"),
         (dict(loss_type="ppo"), "loss_type='ppo' is unknown"),
         (dict(loss_type="reinforce", num_iterations=2), "set num_iterations=1"),
+        (dict(loss_type="cispo"), "TRL's docs and ScaleRL use 5.0"),
+        (dict(importance_sampling_level="seq"), "'token' .* or 'sequence'"),
         (dict(scale_rewards="std"), "scale_rewards='std'"),
         (dict(multi_objective_aggregation="mean"), "choose one of .*normalize_then_sum"),
         (dict(reward_weights=[1.0]), "give one weight per function"),
@@ -304,6 +306,22 @@ def test_mu_and_beta_use_old_and_reference_logprobs(tokenizer, tmp_path):
     assert metrics["loss"].notna().all() and (metrics["skipped_updates"] == 0).all()
     # two optimizer updates per step
     assert trainer.scheduler.last_epoch == 4
+
+
+@pytest.mark.parametrize("settings", [
+    dict(importance_sampling_level="sequence", epsilon=3e-4, epsilon_high=4e-4),
+    dict(loss_type="cispo", epsilon_high=1.05),
+])
+def test_gspo_and_cispo_train_off_policy(tokenizer, tmp_path, settings):
+    # mu = 2: the second pass is off-policy, so GSPO's sequence clip and CISPO's cap
+    # act on real ratios; both runs must update, and the clip or cap must bind somewhere.
+    model = random_model(tokenizer, size="micro", seed=0)
+    before = _params(model)
+    config = _config(tmp_path, num_iterations=2, max_steps=2, **settings)
+    metrics = GRPOTrainer(model, tokenizer, [digit_share], config, ROWS).train()
+    assert metrics["loss"].notna().all() and (metrics["skipped_updates"] == 0).all()
+    assert not torch.equal(_params(model), before)
+    assert (metrics["clip_frac_high"] + metrics["clip_frac_low"]).max() > 0
 
 
 def test_faulty_reward_is_logged_once_and_run_continues(tokenizer, tmp_path, capsys):

@@ -348,7 +348,7 @@ def test_every_config_field_has_one_place():
     assert not set(VERL_KEYS) & set(FIXED_VERL_SETTINGS)
 
 
-@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+@pytest.mark.parametrize("loss_type", [t for t in LOSS_TYPES if t != "cispo"])
 def test_each_loss_type_has_a_verl_aggregation(book, loss_type):
     config = dataclasses.replace(book, loss_type=loss_type)
     values = verl_overrides(config)
@@ -361,6 +361,15 @@ def test_each_loss_type_has_a_verl_aggregation(book, loss_type):
     actor = "actor_rollout_ref.actor"
     assert (values[f"{actor}.loss_agg_mode"], values[f"{actor}.policy_loss.loss_mode"],
             values[f"{actor}.loss_scale_factor"]) == expected
+
+
+def test_gspo_maps_to_verl_gspo_and_cispo_is_refused(book):
+    config = dataclasses.replace(book, importance_sampling_level="sequence")
+    values = verl_overrides(config)
+    assert values["actor_rollout_ref.actor.policy_loss.loss_mode"] == "gspo"
+    config = dataclasses.replace(book, loss_type="cispo", epsilon_high=5.0)
+    with pytest.raises(ValueError, match="loss_type='cispo': not mapped to verl"):
+        verl_overrides(config)
 
 
 def test_knobs_that_change_several_keys(book):
