@@ -58,11 +58,160 @@ from grpo_lib.advantages import group_advantages
 from grpo_lib.display import say, show_source
 from grpo_lib.objective import (clipped_surrogate, clipped_tokens, kl_estimate,
                                 probability_ratio)
+from grpo_lib.policy_gradient import (exact_gradient, expected_reward, grad_log_prob,
+                                      score_function_gradient)
 from grpo_lib.profiles import profile
 
 P = profile()
 pd.set_option("display.precision", 4)
 torch.set_printoptions(precision=4, sci_mode=False)
+
+# %% [markdown]
+# (ch02-policy-gradient)=
+# ## Where the gradient comes from
+#
+# A language model is a {term}`policy`: given a prompt $q$ it puts a probability
+# $\pi_\theta(o \mid q)$ on every completion $o$. We want the weights $\theta$ that
+# maximise the expected reward $J(\theta) = \mathbb E_{o\sim\pi_\theta}[r(o)]$.
+# The completions are sampled, and a sample has no gradient, so the gradient is
+# rewritten as an expectation that samples can estimate. This is the log-derivative
+# trick, $\nabla\pi = \pi\,\nabla\log\pi$:
+#
+# $$
+# \nabla_\theta J = \sum_o r(o)\,\nabla_\theta \pi_\theta(o)
+# = \sum_o \pi_\theta(o)\, r(o)\,\nabla_\theta\log\pi_\theta(o)
+# = \mathbb E_{o\sim\pi_\theta}\big[r(o)\,\nabla_\theta\log\pi_\theta(o)\big].
+# $$
+#
+# Sample completions, weight the gradient of each one's log-probability by its reward,
+# and average. That is REINFORCE {cite}`williams1992reinforce`. For a completion of
+# several tokens, $\log\pi_\theta(o) = \sum_t \log\pi_\theta(o_t \mid q, o_{<t})$, so
+# the score $\nabla\log\pi_\theta(o)$ is a sum over its tokens.
+#
+# A policy over four "answers" is enough to check every step, because its exact
+# gradient is a sum of four terms. With $\pi_\theta = \mathrm{softmax}(\theta)$ the
+# score of action $a$ is $e_a - \pi_\theta$ (`grpo_lib.policy_gradient`):
+
+# %%
+show_source(grad_log_prob, docstring=False)
+show_source(score_function_gradient, docstring=False)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+theta = torch.tensor([0.5, -1.0, 0.0, 1.0], dtype=torch.float64)  # [K] logits
+r = torch.tensor([1.0, 0.0, 0.0, 0.5], dtype=torch.float64)  # [K] reward per answer
+pi = torch.softmax(theta, -1)
+exact = exact_gradient(theta, r)  # autograd through sum_a pi(a) r(a)
+print("pi              :", pi.numpy().round(4))
+print("J = sum pi r    :", round(expected_reward(theta, r).item(), 4))
+print("exact gradient  :", exact.numpy().round(4))
+
+
+def draw(logits, n, seed):
+    """n actions from softmax(logits), [n]."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.multinomial(torch.softmax(logits, -1), n, replacement=True,
+                             generator=gen)
+
+
+for n in (10, 1_000, 100_000):
+    estimate = score_function_gradient(theta, draw(theta, n, seed=0), r).mean(0)
+    err = (estimate - exact).abs().max().item()
+    print(f"REINFORCE, {n:>7} samples: {estimate.numpy().round(4)}  "
+          f"(largest error {err:.4f})")
+
+# %% [markdown]
+# The estimate approaches the exact gradient as samples accumulate; its error shrinks
+# like $1/\sqrt N$. How fast it shrinks depends on the variance of one sample's
+# estimate, and that is what a **baseline** reduces.
+#
+# ### A baseline changes the variance, not the mean
+#
+# Subtract any number $b$ that does not depend on the sampled action from the reward.
+# The mean does not change, because
+# $\mathbb E[b\,\nabla\log\pi_\theta] = b\sum_o\nabla\pi_\theta(o) = b\,\nabla 1 = 0$.
+# The variance does change. Measure it on 100,000 draws, for no baseline, for the
+# expected reward $J$ (close to the best constant), and for a bad constant. Then use
+# the mean of a group of $G = 8$ draws, as GRPO's {term}`advantage` does, and the mean
+# of the *other* seven (leave-one-out):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+N, G = 100_000, 8
+acts = draw(theta, N, seed=1)  # [N], groups of G consecutive draws
+group_r = r[acts].view(-1, G)  # [N/G, G]
+group_mean = group_r.mean(1, keepdim=True).expand(-1, G).reshape(-1)  # [N]
+loo_mean = ((group_r.sum(1, keepdim=True) - group_r) / (G - 1)).reshape(-1)  # [N]
+J = expected_reward(theta, r).item()
+rows = []
+BASELINES = [("none", 0.0), ("J (expected reward)", J), ("10 (a bad constant)", 10.0),
+             ("group mean (GRPO)", group_mean), ("mean of the other 7", loo_mean)]
+for name, b in BASELINES:
+    g = score_function_gradient(theta, acts, r, baseline=b)  # [N, K]
+    rows.append({"baseline": name,
+                 "mean / exact": (g.mean(0) @ exact / (exact @ exact)).item(),
+                 "variance of one sample": g.var(0).sum().item()})
+baselines = pd.DataFrame(rows).set_index("baseline")
+print(baselines.round(3).to_string())
+
+# %% [markdown]
+# `mean / exact` projects the averaged estimate on the exact gradient: 1 means the
+# right mean. Every constant leaves the mean where it was, up to sampling noise. A good
+# constant cuts the variance and a bad one multiplies it. The group mean lands close to
+# the best constant without knowing $J$. It has one catch: it contains the sample's own
+# reward, so the estimate shrinks by the factor $1 - 1/G = 0.875$. The leave-one-out
+# mean is exactly unbiased. A factor that is the same for every sample only rescales
+# the step, which the learning rate and Adam's normalisation absorb, so GRPO keeps the
+# simpler group mean.
+#
+# ### Samples from an older policy: the ratio
+#
+# A trainer that takes $\mu > 1$ steps on one batch uses samples drawn by the
+# {term}`old policy` $\pi_{\theta_{\mathrm{old}}}$ to estimate the gradient at
+# $\theta$. Importance sampling corrects the mismatch with the weight
+# $\pi_\theta(o)/\pi_{\theta_{\mathrm{old}}}(o)$, the {term}`probability ratio`
+# $\rho$:
+#
+# $$
+# \nabla_\theta J = \mathbb E_{o\sim\pi_{\theta_{\mathrm{old}}}}\big[\rho(o)\,
+# \hat A(o)\,\nabla_\theta\log\pi_\theta(o)\big]
+# = \mathbb E_{o\sim\pi_{\theta_{\mathrm{old}}}}\big[\hat A(o)\,\nabla_\theta
+# \rho(o)\big],
+# $$
+#
+# because $\nabla\rho = \rho\,\nabla\log\pi_\theta$. So the
+# {term}`surrogate <Surrogate objective>` $\rho\,\hat A$ that PPO and GRPO maximise has
+# the policy gradient as its gradient. Draw from a uniform old policy and estimate the
+# gradient at $\theta$:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+old = torch.zeros(4, dtype=torch.float64)  # uniform sampling policy
+acts_old = draw(old, N, seed=2)
+rho = (pi / torch.softmax(old, -1))[acts_old]  # [N]
+for name, w in (("without the ratio", None), ("with the ratio", rho)):
+    est = score_function_gradient(theta, acts_old, r, baseline=J, weights=w).mean(0)
+    print(f"{name:>17}: {est.numpy().round(4)}  (exact {exact.numpy().round(4)})")
+print(f"largest weight: {rho.max().item():.2f}")
+
+# %% [markdown]
+# Without the weights the estimate is biased: it counts each answer as often as the
+# old policy drew it. With them it is right again, and it pays for that in variance: the further $\pi_\theta$ moves
+# from $\pi_{\theta_{\mathrm{old}}}$, the larger the weight a rare sample can get.
+#
+# The rest of this chapter follows from these three facts:
+#
+# * **The critic.** PPO's baseline is not a constant. It is a learned
+#   {term}`value model <Critic (value model)>` $V_\psi$ that predicts the reward to
+#   come from every prefix. It is trained beside the policy and is as large as the
+#   policy.
+# * **The clip.** PPO stops the ratio's gradient once $\rho$ leaves
+#   $[1-\varepsilon, 1+\varepsilon]$ {cite}`schulman2017ppo`. The policy then cannot
+#   move far from the one that sampled the data, where the weights would be large
+#   and the estimate noisy.
+# * **GRPO** keeps the ratio and the clip and replaces the critic by the group mean of
+#   the section above: $G$ answers to the same prompt give the mean for free
+#   ({ref}`ch02-no-critic`).
 
 # %% [markdown]
 # ## The policy ratio
@@ -467,6 +616,7 @@ print("relative difference:", ", ".join(f"{s}: {d:.3f}" for s, d in
 # For sequences the same algebra holds token by token, given the prefix; the
 # distribution of the prefixes themselves is not differentiated by either form.
 #
+# (ch02-no-critic)=
 # ## Why GRPO drops the critic
 #
 # PPO estimates each token's advantage with a learned value function $V_\psi$ (via GAE
@@ -746,3 +896,26 @@ except NotImplementedError:
 # {ref}`ch02-kl-gradient`: if you
 # train with $\beta > 0$ and the $k_3$ penalty *without* the ratio weighting, towards
 # which KL does the penalty actually push, and when does the difference matter?
+
+# %% [markdown]
+# **2.5 — REINFORCE by hand.** Write `my_reinforce_gradient(logits, actions, rewards,
+# baseline)` for the four-answer policy of {ref}`ch02-policy-gradient`: `logits` and
+# `rewards` of shape `[K]`, `actions` an `[N]` tensor of sampled indices. Return the
+# estimate of $\nabla_\theta J$ of shape `[K]`, the mean over the samples of
+# $(r(a_n) - b)\,\nabla_\theta\log\pi_\theta(a_n)$, without autograd and without
+# calling `grpo_lib`.
+
+# %%
+from grpo_lib.exercises.ch02 import check_reinforce_gradient
+
+
+def my_reinforce_gradient(logits, actions, rewards, baseline):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_reinforce_gradient(my_reinforce_gradient)
+except NotImplementedError:
+    print("Not implemented yet: write log softmax(theta)_a out and differentiate it by "
+          "hand; one row per sample, then average.")

@@ -100,6 +100,11 @@ def _swapped_k3(logp, ref_logp):
     return torch.exp(-delta) + delta - 1
 
 
+def _reinforce_without_baseline(logits, actions, rewards, baseline):
+    score = torch.nn.functional.one_hot(actions, 4) - torch.softmax(logits, -1)
+    return (rewards[actions][:, None] * score).mean(0)  # the baseline forgotten
+
+
 def _objective_sign_flipped(logp, old_logp, ref_logp, advantages, mask, epsilon, beta):
     from grpo_lib.objective import clipped_surrogate, kl_estimate, probability_ratio
 
@@ -346,6 +351,8 @@ WRONG_ATTEMPTS = {
         "You took the max"),
     "ch02.check_k3": (_swapped_k3, "roles swapped"),
     "ch02.check_grpo_objective": (_objective_sign_flipped, "sign is flipped"),
+    "ch02.check_reinforce_gradient": (_reinforce_without_baseline,
+                                      "ignored the baseline"),
     "ch03.check_strict_format_reward": (
         lambda completions: [1.0 if isinstance(c, str) and "<answer>" in c else 0.0
                              for c in completions],

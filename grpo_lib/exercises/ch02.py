@@ -143,3 +143,42 @@ def check_grpo_objective(fn) -> bool:
                     "minus).")
     raise AssertionError(
         f"expected J = {expected.item():.6f}, got {got.item():.6f}.{hint}")
+
+
+def check_reinforce_gradient(fn) -> bool:
+    """Check ``fn(logits [K], actions [N], rewards [K], baseline) -> [K]``: REINFORCE's
+    estimate of the gradient of a softmax policy's expected reward, the mean over the
+    samples of ``(r(a_n) - b) * grad log softmax(logits)[a_n]``."""
+    from ..policy_gradient import score_function_gradient
+
+    logits = torch.tensor([0.5, -1.0, 0.0, 1.0], dtype=torch.float64)
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.5], dtype=torch.float64)
+    actions = torch.tensor([0, 3, 3, 2, 0, 1, 3, 0])
+    for b in (0.0, 0.5):
+        expected = score_function_gradient(logits, actions, rewards, b).mean(0)
+        got = _as_tensor(fn(logits.clone(), actions.clone(), rewards.clone(), b),
+                         "your function")
+        if _close(got, expected, atol=1e-9):
+            continue
+        got = got.detach().double()
+        onehot = torch.nn.functional.one_hot(actions, 4).double()  # [N, K]
+        adv = (rewards[actions] - b)[:, None]  # [N, 1]
+        hint = ""
+        if got.shape != expected.shape:
+            hint = (f" Return one number per logit, shape {tuple(expected.shape)}: "
+                    f"average the per-sample estimates over the samples.")
+        elif _close(got, -expected):
+            hint = " The sign is flipped: this is the gradient of J, to go uphill."
+        elif b and _close(got, score_function_gradient(logits, actions, rewards)
+                          .mean(0)):
+            hint = " You ignored the baseline: subtract b from every reward."
+        elif _close(got, (adv * onehot).mean(0)):
+            hint = (" You used e_a as the score; the score of a softmax is "
+                    "e_a - softmax(logits).")
+        elif _close(got, (adv * (onehot - torch.softmax(logits, -1))).sum(0)):
+            hint = " You summed over the samples; average them."
+        raise AssertionError(
+            f"baseline {b}, actions {actions.tolist()}:\n expected {_fmt(expected)}\n"
+            f" got      {_fmt(got)}.{hint}")
+    print("check_reinforce_gradient: correct, with and without a baseline.")
+    return True
