@@ -196,8 +196,9 @@ print(f"largest weight: {rho.max().item():.2f}")
 
 # %% [markdown]
 # Without the weights the estimate is biased: it counts each answer as often as the
-# old policy drew it. With them it is right again, and it pays for that in variance: the further $\pi_\theta$ moves
-# from $\pi_{\theta_{\mathrm{old}}}$, the larger the weight a rare sample can get.
+# old policy drew it. With them it is right again, and it pays for that in variance:
+# the further $\pi_\theta$ moves from $\pi_{\theta_{\mathrm{old}}}$, the larger the
+# weight a rare sample can get.
 #
 # The rest of this chapter follows from these three facts:
 #
