@@ -140,6 +140,25 @@ def accuracy_reward(completions: list[str], answer: Sequence | None = None,
     return [1.0 if ok else 0.0 for ok in correct]
 
 
+def answer_anywhere_reward(completions: list[str], answer: Sequence | None = None,
+                           **kwargs) -> list[float]:
+    r"""A grader with a loophole, on purpose (chapter 9): 1.0 when the gold answer's
+    text occurs *anywhere* in the completion, the check ``str(answer) in completion``.
+
+    .. math:: r_i = \mathbb{1}\left[a_i \text{ is a substring of } y_i\right]
+
+    It pays every right answer, and also a wrong one whose trace happens to contain
+    the gold number (``14`` inside ``140``, or as an intermediate result). A policy
+    that writes more numbers gets paid more often: chapter 9 trains on it to watch RL
+    find that out. Train on :func:`accuracy_reward` instead. Floor: 0.0.
+    """
+    fn = "answer_anywhere_reward"
+    texts = _texts(completions, fn)
+    answer = _column(answer, "answer", len(texts), fn, "['14']")
+    return [float(isinstance(t, str) and str(a).strip() != "" and str(a).strip() in t)
+            for t, a in zip(texts, answer)]
+
+
 # -------------------------------------------------------------------------- countdown
 def _has_block(text: str, open_tag: str, close_tag: str) -> bool:
     start = text.find(open_tag)
@@ -608,7 +627,8 @@ def combine_rewards(funcs: Sequence[RewardFunction],
 
 REWARD_FUNCTIONS: dict[str, RewardFunction] = {
     f.__name__: f for f in (
-        format_reward, soft_format_reward, accuracy_reward, countdown_format_reward,
+        format_reward, soft_format_reward, accuracy_reward, answer_anywhere_reward,
+        countdown_format_reward,
         countdown_answer_reward, countdown_reward, countdown_value_only_reward,
         language_consistency_reward, reasoning_steps_reward, length_reward,
         cosine_scaled_reward, repetition_penalty_reward, soft_overlong_punishment,

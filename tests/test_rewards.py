@@ -8,7 +8,8 @@ import time
 import pytest
 
 from grpo_lib.rewards import (
-    REWARD_FUNCTIONS, CombinedReward, accuracy_reward, combine_rewards,
+    REWARD_FUNCTIONS, CombinedReward, accuracy_reward, answer_anywhere_reward,
+    combine_rewards,
     cosine_scaled_reward, countdown_answer_reward, countdown_format_reward,
     countdown_reward, format_reward, language_consistency_reward, length_reward,
     reasoning_steps_reward, repetition_penalty_reward, reward_name,
@@ -328,6 +329,7 @@ def test_adversarial_completions_score_within_one_second(name):
     scores = dict(zip(labels, timed(fn, completions, **cols)))
     assert all(math.isfinite(s) for s in scores.values())
     floors = {"format_reward": 0.0, "soft_format_reward": 0.0, "accuracy_reward": 0.0,
+              "answer_anywhere_reward": 0.0,
               "countdown_format_reward": 0.0, "countdown_answer_reward": 0.0,
               "countdown_reward": 0.0, "countdown_value_only_reward": 0.0,
               "language_consistency_reward": 0.0,
@@ -393,3 +395,15 @@ def test_chapter3_checkers_accept_solutions_and_reject_mistakes():
         check_spray_hack("<think> a </think> <answer> 14 </answer>")
     with pytest.raises(AssertionError, match="strict format"):
         check_spray_hack(" ".join(str(k) for k in range(1000)))
+
+
+def test_answer_anywhere_reward_pays_the_loophole():
+    # right answer, gold inside a wrong answer, gold as an intermediate result, miss
+    texts = ["<think> 3 * 4 = 12, 2 + 12 = 14 </think> <answer> 14 </answer>",
+             "<think> ... </think> <answer> 140 </answer>",
+             "<think> 2 + 12 = 14 </think> <answer> 15 </answer>",
+             "<think> 3 * 4 = 12 </think> <answer> 15 </answer>",
+             None]
+    gold = ["14"] * 5
+    assert answer_anywhere_reward(texts, answer=gold) == [1.0, 1.0, 1.0, 0.0, 0.0]
+    assert accuracy_reward(texts, answer=gold) == [1.0, 0.0, 0.0, 0.0, 0.0]
