@@ -488,3 +488,19 @@ def policy_loss(
             "num_tokens": mask.sum().item(),
         }
     return loss, stats
+
+
+def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mean per-token entropy that an entropy bonus adds to the objective.
+
+    .. math:: \\bar H = \\frac{\\sum_{i,t} m_{i,t} H_{i,t}}{\\sum_{i,t} m_{i,t}},
+              \\qquad \\mathcal L \\leftarrow \\mathcal L - c\\, \\bar H / K
+
+    :math:`H_{i,t}` is the entropy of the policy's next-token distribution at token
+    :math:`t` of completion :math:`i` (with its gradient), :math:`c` the trainer's
+    ``entropy_coef`` and :math:`K` the number of accumulated micro-batches. A token
+    mean whatever the ``loss_type``, as in TRL's ``entropy_coef``, so :math:`c` means
+    the same for every loss. ``entropy, mask``: ``[B, T]``; returns a scalar.
+    """
+    mask = mask.to(entropy.dtype)
+    return (entropy * mask).sum() / mask.sum().clamp(min=1.0)

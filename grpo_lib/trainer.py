@@ -55,8 +55,8 @@ from .advantages import decoupled_advantages, group_advantages
 from .evaluation import completion_correct
 from .fast_decode import FAST_SAMPLERS
 from .logprobs import sequence_logprobs
-from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, check_loss_settings, policy_loss,
-                     sampling_importance_weights)
+from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, check_loss_settings, entropy_bonus,
+                     policy_loss, sampling_importance_weights)
 from .optim import CPUOffloadAdamW
 from .sampling import Rollout, generate
 from .shared_prompt import group_logprobs
@@ -191,6 +191,9 @@ class GRPOConfig(YAMLConfig):
     ``cispo``: the cap on the ratio itself (e.g. 5.0)."""
     importance_sampling_level: str = "token"
     """One ratio per ``"token"`` (PPO/GRPO) or per ``"sequence"`` (GSPO)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus: subtract ``entropy_coef`` x the mean token entropy from the loss
+    (TRL's ``entropy_coef``); 0 means none."""
     num_iterations: int = 1
     """μ, optimizer passes over each sampled batch (> 1 needs the old log-probs)."""
     mask_truncated_completions: bool = False
@@ -342,6 +345,9 @@ class GRPOConfig(YAMLConfig):
             )
         if self.loss_type not in LOSS_TYPES:
             bad(f"loss_type={self.loss_type!r} is unknown; choose one of {LOSS_TYPES}.")
+        if not (math.isfinite(self.entropy_coef) and self.entropy_coef >= 0):
+            bad(f"entropy_coef={self.entropy_coef!r}: must be >= 0 (a bonus on "
+                f"entropy; 0 turns it off, 1e-3 is a small one).")
         try:
             check_loss_settings(self.loss_type, self.epsilon_high,
                                 self.importance_sampling_level)
@@ -973,9 +979,10 @@ class GRPOTrainer(TrainingLoop):
             total_loss, bad = 0.0, None
             for k, sl in enumerate(chunks):
                 rows = sl.stop - sl.start
-                if it == 0:
+                if it == 0 or cfg.entropy_coef > 0:
                     logp, ent = logprobs(model, sl, entropy=True)  # [b, C], [b, C]
-                    entropy_sum += (ent.detach() * mask[sl]).sum().item()
+                    if it == 0:
+                        entropy_sum += (ent.detach() * mask[sl]).sum().item()
                 else:
                     logp = logprobs(model, sl)  # [b, C]
                 weights = None
@@ -1007,6 +1014,9 @@ class GRPOTrainer(TrainingLoop):
                     sampling_weights=weights,
                     importance_sampling_level=cfg.importance_sampling_level,
                 )
+                if cfg.entropy_coef > 0:  # L - c * mean entropy / K, as TRL
+                    loss = loss - cfg.entropy_coef * entropy_bonus(ent, mask[sl]) / (
+                        B / rows)
                 if not torch.isfinite(loss):
                     where = f"pass {it + 1}, micro-batch {k + 1}"
                     bad = f"the loss is {loss.item()} ({where})"

@@ -205,6 +205,9 @@ TRL_FIELDS: dict[str, Mapped] = {
         "beta", None,
         "0 in both (no reference model); DeepSeekMath used 0.04, TRL's docs cite "
         "0.001 for DeepSeek-R1"),
+    "entropy_coef": Mapped(
+        "entropy_coef", None,
+        "0 in both; a mean-token-entropy bonus whatever the loss_type"),
     "use_bias_correction_kl": Mapped(
         "use_bias_correction_kl", None,
         "True in both (KL x ratio, DeepSeek-V3.2); DeepSeekMath's KL has no ratio"),

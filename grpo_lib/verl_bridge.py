@@ -435,6 +435,9 @@ VERL_KEYS: dict[str, Mapped] = {
     f"{_ACTOR}.use_kl_loss": Mapped(
         "beta", lambda c, f: c.beta != 0,
         "KL in the loss (GRPO), with a reference model only when beta != 0"),
+    f"{_ACTOR}.entropy_coeff": Mapped(
+        "entropy_coef", None,
+        "verl aggregates the entropy with loss_agg_mode, ours is a token mean"),
     f"{_ACTOR}.kl_loss_coef": Mapped(
         "beta", lambda c, f: float(c.beta), "verl: 0.001; DeepSeekMath used 0.04"),
     f"{_ACTOR}.clip_ratio": Mapped("epsilon"),
@@ -529,7 +532,6 @@ FIXED_VERL_SETTINGS: dict[str, tuple[Any, str]] = {
         False, "GRPO puts the KL in the loss (use_kl_loss), not in the reward"),
     f"{_ACTOR}.kl_loss_type": (
         "low_var_kl", "k3, as ours; verl clamps it to [-10, 10]"),
-    f"{_ACTOR}.entropy_coeff": (0, "no entropy bonus, as ours"),
     f"{_ROLLOUT}.name": ("vllm", "verl requires a rollout engine (vllm or sglang)"),
     f"{_ROLLOUT}.tensor_model_parallel_size": (1, "one GPU (verl's default: 2)"),
     "trainer.n_gpus_per_node": (1, "one GPU (verl's default: 8)"),

@@ -24,6 +24,7 @@ from grpo_lib.losses import (
     aggregate_dr_grpo,
     aggregate_grpo,
     aggregate_reinforce,
+    entropy_bonus,
     policy_loss,
     sequence_log_ratio,
 )
@@ -254,7 +255,7 @@ def batch(model_dir):
 
 def _trl_trainer(
     model_dir, tmp_path, loss_type, beta, correction, epsilon_high, micro_batches,
-    level="token", epsilon=0.2,
+    level="token", epsilon=0.2, entropy_coef=0.0,
 ):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -278,6 +279,7 @@ def _trl_trainer(
         epsilon_high=epsilon_high,
         use_bias_correction_kl=correction,
         importance_sampling_level=level,
+        entropy_coef=entropy_coef,
     )
     dataset = Dataset.from_dict({"prompt": ["1 + 1 ="] * B})
     with warnings.catch_warnings():
@@ -438,3 +440,45 @@ def test_matches_trl_compute_loss(
         assert sum(trainer._metrics["train"]["clip_ratio/region_mean"]) > 0
     if off_policy and loss_type == "cispo" and level == "token" and epsilon_high < 2:
         assert sum(capped) > 0, "the 1.1 cap never bound: the CISPO case tests nothing"
+
+
+@pytest.mark.parametrize("loss_type,micro_batches", [
+    ("grpo", 1), ("grpo", 2), ("dapo", 2), ("cispo", 2)])
+def test_entropy_bonus_matches_trl(model_dir, batch, tmp_path, loss_type,
+                                   micro_batches):
+    # TRL's entropy_coef: loss - c * (token-mean entropy of the micro-batch) / K
+    coef = 0.05
+    high = 5.0 if loss_type == "cispo" else None
+    trainer = _trl_trainer(model_dir, tmp_path, loss_type, 0.0, True, high,
+                           micro_batches, entropy_coef=coef)
+    model = trainer.model
+    total_tokens = batch["completion_mask"].sum()
+    size = B // micro_batches
+    for k in range(micro_batches):
+        rows = slice(k * size, (k + 1) * size)
+        inputs = {key: batch[key][rows] for key in
+                  ["prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
+                   "advantages"]}
+        inputs["num_items_in_batch"] = total_tokens
+        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+        attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+        model.zero_grad()
+        trl_loss = trainer._compute_loss(model, inputs)
+        trl_loss.backward()
+        trl_grads = [p.grad.clone() for p in model.parameters()]
+
+        model.zero_grad()
+        logp, ent, _ = trainer._get_per_token_logps_and_entropies(
+            model, input_ids, attention, L_MAX, compute_entropy=True)
+        mask = inputs["completion_mask"]
+        loss, _ = policy_loss(logp, None, inputs["advantages"], mask,
+                              loss_type=loss_type, epsilon_high=high,
+                              num_micro_batches=micro_batches,
+                              num_items_in_batch=total_tokens)
+        loss = loss - coef * entropy_bonus(ent, mask) / micro_batches
+        loss.backward()
+        where = f"{loss_type} micro-batches={micro_batches} #{k}"
+        assert abs(loss.item() - trl_loss.item()) < 1e-6, where
+        for ours, theirs in zip((p.grad for p in model.parameters()), trl_grads):
+            torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5,
+                                       msg=lambda m: f"{where}: {m}")

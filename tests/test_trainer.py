@@ -89,6 +89,7 @@ def _params(model) -> torch.Tensor:
         (dict(loss_type="reinforce", num_iterations=2), "set num_iterations=1"),
         (dict(loss_type="cispo"), "TRL's docs and ScaleRL use 5.0"),
         (dict(importance_sampling_level="seq"), "'token' .* or 'sequence'"),
+        (dict(entropy_coef=-0.1), "entropy_coef=-0.1: must be >= 0"),
         (dict(scale_rewards="std"), "scale_rewards='std'"),
         (dict(multi_objective_aggregation="mean"), "choose one of .*normalize_then_sum"),
         (dict(reward_weights=[1.0]), "give one weight per function"),
@@ -322,6 +323,18 @@ def test_gspo_and_cispo_train_off_policy(tokenizer, tmp_path, settings):
     assert metrics["loss"].notna().all() and (metrics["skipped_updates"] == 0).all()
     assert not torch.equal(_params(model), before)
     assert (metrics["clip_frac_high"] + metrics["clip_frac_low"]).max() > 0
+
+
+def test_entropy_coef_changes_the_update(tokenizer, tmp_path):
+    # same seed, same samples: the bonus must change the parameters after one step
+    params = []
+    for coef in (0.0, 0.5):
+        model = random_model(tokenizer, size="micro", seed=0)
+        config = _config(tmp_path / str(coef), max_steps=1, entropy_coef=coef)
+        metrics = GRPOTrainer(model, tokenizer, [digit_share], config, ROWS).train()
+        assert metrics["loss"].notna().all()
+        params.append(_params(model))
+    assert not torch.equal(params[0], params[1])
 
 
 def test_faulty_reward_is_logged_once_and_run_continues(tokenizer, tmp_path, capsys):
