@@ -297,6 +297,25 @@ def _trl_trainer(
     return trainer
 
 
+def _micro_batch(batch, rows, total_tokens):
+    """TRL's inputs for the rows of one micro-batch, and its input ids and mask."""
+    inputs = {key: batch[key][rows] for key in
+              ["prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
+               "advantages"]}
+    inputs["num_items_in_batch"] = total_tokens
+    input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+    attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+    return inputs, input_ids, attention
+
+
+def _trl_loss_and_grads(trainer, inputs):
+    """TRL's own ``_compute_loss`` on ``inputs``, and the parameter gradients."""
+    trainer.model.zero_grad()
+    loss = trainer._compute_loss(trainer.model, inputs)
+    loss.backward()
+    return loss, [p.grad.clone() for p in trainer.model.parameters()]
+
+
 # Each case: (beta, use_bias_correction_kl, epsilon_high, micro-batches, off-policy).
 # beta = 0: no KL; correction False: KL as DeepSeekMath writes it; True: KL * ratio
 # (TRL's default: same value, different gradient). Off-policy = old log-probs differ
@@ -360,19 +379,7 @@ def test_matches_trl_compute_loss(
     size = B // micro_batches
     for k in range(micro_batches):
         rows = slice(k * size, (k + 1) * size)
-        inputs = {
-            key: batch[key][rows]
-            for key in [
-                "prompt_ids",
-                "prompt_mask",
-                "completion_ids",
-                "completion_mask",
-                "advantages",
-            ]
-        }
-        inputs["num_items_in_batch"] = total_tokens
-        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
-        attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+        inputs, input_ids, attention = _micro_batch(batch, rows, total_tokens)
         with torch.no_grad():
             logp0, _, _ = trainer._get_per_token_logps_and_entropies(
                 model, input_ids, attention, L_MAX
@@ -385,10 +392,7 @@ def test_matches_trl_compute_loss(
             inputs["ref_per_token_logps"] = ref
 
         # TRL's own loss code, unmodified
-        model.zero_grad()
-        trl_loss = trainer._compute_loss(model, inputs)
-        trl_loss.backward()
-        trl_grads = [p.grad.clone() for p in model.parameters()]
+        trl_loss, trl_grads = _trl_loss_and_grads(trainer, inputs)
 
         # ours, on the same per-token log-probs (a fresh forward through TRL's path)
         model.zero_grad()
@@ -456,16 +460,8 @@ def test_entropy_bonus_matches_trl(model_dir, batch, tmp_path, loss_type,
     size = B // micro_batches
     for k in range(micro_batches):
         rows = slice(k * size, (k + 1) * size)
-        inputs = {key: batch[key][rows] for key in
-                  ["prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
-                   "advantages"]}
-        inputs["num_items_in_batch"] = total_tokens
-        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
-        attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
-        model.zero_grad()
-        trl_loss = trainer._compute_loss(model, inputs)
-        trl_loss.backward()
-        trl_grads = [p.grad.clone() for p in model.parameters()]
+        inputs, input_ids, attention = _micro_batch(batch, rows, total_tokens)
+        trl_loss, trl_grads = _trl_loss_and_grads(trainer, inputs)
 
         model.zero_grad()
         logp, ent, _ = trainer._get_per_token_logps_and_entropies(
