@@ -22,7 +22,8 @@
 # the columns the trainer logs (`metrics.csv`, {doc}`07_full_loop`) and the
 # evaluation harness ({doc}`05_tiny_base_model`):
 #
-# 1. a **hackable reward**: the reward climbs, the held-out accuracy falls;
+# 1. a **hackable reward**: the reward climbs, the held-out accuracy falls; then a
+#    grader with a loophole (`str(answer) in completion`), trained for 150 steps;
 # 2. a **large KL coefficient**: the policy is held near the reference model;
 # 3. **zero-variance groups**: every completion of a prompt gets the same reward, so
 #    there is no advantage and nothing to learn, and DAPO's dynamic sampling as the fix;
@@ -56,11 +57,12 @@ from grpo_lib.losses import policy_loss
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.objective import kl_estimate
 from grpo_lib.profiles import profile
-from grpo_lib.rewards import format_reward, repetition_penalty_reward
+from grpo_lib.rewards import (accuracy_reward, answer_anywhere_reward, format_reward,
+                              repetition_penalty_reward)
 from grpo_lib.sampling import generate
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR
-from grpo_lib.trainer import GRPOTrainer, load_config
+from grpo_lib.trainer import GRPOTrainer, load_config, task_prompts
 
 P = profile()
 pd.set_option("display.precision", 3)
@@ -217,7 +219,151 @@ say(f"with the format-only reward the held-out format rate went from "
 # showed how a lenient answer extraction is gamed. The defence is the same for all of
 # them: log every reward function separately, log the task metric even when it is not
 # rewarded, and evaluate on held-out data with strict parsing.
+
+# %% [markdown]
+# (ch09-loophole)=
+# ## A loophole that RL finds by itself
 #
+# Format-only is a wrong specification: nothing in it asks for the right answer. A
+# subtler bug is a grader that asks for the right answer and pays more besides. A
+# common one-liner checks whether the gold answer occurs anywhere in the completion,
+# `str(answer) in completion`. Every right answer passes it, so a few spot checks
+# look fine. `grpo_lib.rewards` keeps it, for this section only:
+
+# %%
+show_source(answer_anywhere_reward, docstring=False)
+
+# %% [markdown]
+# Before any training, how often does it pay a wrong answer? Sample the base model on
+# training prompts and score the same completions both ways:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+screen_rows = [train_set[i] for i in range(P.pick(smoke=4, cpu=64, gpu=256))]
+screen = generate(base_model, tok, task_prompts(screen_rows, "chat"),
+                  num_generations=8, max_new_tokens=96, seed=0)
+screen_gold = [r["answer"] for r in screen_rows for _ in range(8)]
+paid = np.array(answer_anywhere_reward(screen.texts, answer=screen_gold))
+right = np.array(accuracy_reward(screen.texts, answer=screen_gold))
+say(f"Of {len(paid)} sampled completions, the grader pays {paid.mean():.1%} and "
+    f"{right.mean():.1%} are right: {(paid > right).mean():.1%} are paid although "
+    f"their answer is wrong, because the gold number turns up somewhere else in the "
+    f"text.")
+
+# %% [markdown]
+# The committed runs train chapter 7's configuration with this grader in place of
+# `accuracy_reward` (reward = grader + 0.1 · format), 150 steps, two seeds, one torch
+# thread each; the commands are in each run's `README.md`. The trainer logs the
+# grader's mean, which is rewarded, and the strict accuracy of the same sampled
+# completions, which is not. The gap between the two is the share of completions paid
+# for a wrong answer. The comparison is the pair of full-length `grpo` runs of chapter
+# 8, identical except for the grader (`accuracy_reward`).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+RUNS = REPO / "data" / "runs"
+loop = {s: pd.read_csv(RUNS / f"ch09_answer_anywhere_seed{s}_cpu" / "metrics.csv")
+        for s in (0, 1)}
+fair = {s: pd.read_csv(RUNS / f"ch08_grpo_seed{s}_cpu" / "metrics.csv") for s in (0, 1)}
+fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.4), constrained_layout=True)
+for s, m in loop.items():
+    smooth = m.rolling(10, min_periods=1).mean()
+    line, = axes[0].plot(m["step"], smooth["reward/answer_anywhere_reward"],
+                         label=f"grader (rewarded), seed {s}")
+    axes[0].plot(m["step"], smooth["accuracy"], ls="--", color=line.get_color(),
+                 label=f"strict accuracy, seed {s}")
+    axes[1].plot(m["step"], smooth["completion_length"], color=line.get_color(),
+                 label=f"grader, seed {s}")
+for s, m in fair.items():
+    axes[1].plot(m["step"], m["completion_length"].rolling(10, min_periods=1).mean(),
+                 color="grey", ls=":", label=f"accuracy_reward, seed {s}")
+axes[0].set(xlabel="step", ylabel="share of sampled completions",
+            title="What is paid and what is right")
+axes[1].set(xlabel="step", ylabel="tokens", title="Sampled completion length")
+for ax in axes:
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+loop_rows = []
+for name, stem in (("answer anywhere", "ch09_answer_anywhere"),
+                   ("accuracy_reward", "ch08_grpo")):
+    for s in (0, 1):
+        ev = pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "eval.csv").set_index("step")
+        loop_rows.append({"grader": name, "seed": s,
+                     "held-out strict @0": ev.loc[0, "strict_acc"],
+                     "held-out strict @150": ev.loc[150, "strict_acc"],
+                     "format @150": ev.loc[150, "format_rate"],
+                     "length @150": ev.loc[150, "mean_length"],
+                     "truncated @150": ev.loc[150, "truncated_rate"]})
+loophole_table = pd.DataFrame(loop_rows).set_index(["grader", "seed"])
+loophole_table.round(3)
+
+# %% [markdown]
+# The run saved its sampled completions every 25 steps (`samples.jsonl`). The
+# completions the grader paid although they are wrong, and how many numbers the
+# completions write, step by step:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+loop_samples = pd.concat([pd.read_json(RUNS / f"ch09_answer_anywhere_seed{s}_cpu"
+                                       / "samples.jsonl", lines=True).assign(seed=s)
+                          for s in (0, 1)], ignore_index=True)
+gold = loop_samples["answer"].astype(str).tolist()
+loop_samples["right"] = accuracy_reward(loop_samples["completion"].tolist(),
+                                        answer=gold)
+loop_samples["paid"] = loop_samples["reward/answer_anywhere_reward"]
+loop_samples["paid_but_wrong"] = ((loop_samples["paid"] > 0)
+                                  & (loop_samples["right"] == 0))
+loop_samples["numbers"] = loop_samples["completion"].str.count(r"\d+")
+by_step = loop_samples.groupby("step")[["paid", "right", "paid_but_wrong", "numbers",
+                                        "length"]].mean()
+print(by_step.round(3).to_string())
+hacked = loop_samples[loop_samples["paid_but_wrong"]]
+for _, row in hacked[hacked["step"] == hacked["step"].max()].head(3).iterrows():
+    print(f"\n{row['question']} = {row['answer']} (seed {row['seed']}):\n  "
+          f"{row['completion'][:160]}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+gap = {s: m["reward/answer_anywhere_reward"] - m["accuracy"] for s, m in loop.items()}
+lt = loophole_table
+say(f"Paid but wrong, as a share of the sampled completions: "
+    f"{gap[0].head(10).mean():.1%} and {gap[1].head(10).mean():.1%} (seeds 0 and 1) "
+    f"over the first ten steps, "
+    f"{gap[0].tail(10).mean():.1%} and {gap[1].tail(10).mean():.1%} over the last ten. "
+    f"The completions write about as many numbers at the end as at step "
+    f"{by_step.index[0]} ({by_step['numbers'].iloc[0]:.1f} and "
+    f"{by_step['numbers'].iloc[-1]:.1f} on average). Held-out strict accuracy after "
+    f"150 steps: {lt.loc[('answer anywhere', 0), 'held-out strict @150']:.3f} and "
+    f"{lt.loc[('answer anywhere', 1), 'held-out strict @150']:.3f} with this grader, "
+    f"{lt.loc[('accuracy_reward', 0), 'held-out strict @150']:.3f} and "
+    f"{lt.loc[('accuracy_reward', 1), 'held-out strict @150']:.3f} with "
+    f"`accuracy_reward`; held-out format "
+    f"{lt.loc[('answer anywhere', 0), 'format @150']:.3f} and "
+    f"{lt.loc[('answer anywhere', 1), 'format @150']:.3f} against "
+    f"{lt.loc[('accuracy_reward', 0), 'format @150']:.3f} and "
+    f"{lt.loc[('accuracy_reward', 1), 'format @150']:.3f}.")
+
+# %% [markdown]
+# The policy did not learn the cheap exploit, spraying numbers: it writes as many as
+# before. Here the honest answer is paid most of the time, so aiming for the loophole
+# gains little. What the grader changes is what gets reinforced. In the examples
+# above the gold 2 is found inside the 12 and the 14 of a wrong trace, and a trace
+# that reaches the right number but repeats its last step until the token limit, with
+# no answer at all, is paid as if it had answered. The grader pays each of these in
+# full, so wrong answers are pushed up with the right ones, and the runs end with a
+# lower held-out accuracy than the same runs graded by `accuracy_reward`.
+#
+# Two measures reveal it, and neither is the reward. The first is the gap between
+# the reward and the strict accuracy of the same samples, logged at every step: it
+# is zero for a correct grader. The second is the held-out accuracy under strict
+# parsing. The fix is the parsing of {doc}`03_rule_rewards`: read the `<answer>`
+# block, compare it as a number, and never search the whole text.
+
+# %% [markdown]
 # (ch09-kl)=
 # ## KL to a reference with a large $\beta$
 #
@@ -796,6 +942,7 @@ print(f"by hand: dapo -sum_i A_i |o_i| / N = {dapo_by_hand.item():+.4f}, "
 # | failure | what you see in the metrics | what to do |
 # | --- | --- | --- |
 # | hackable reward | `reward/<fn>` rises, `accuracy` (unrewarded) and held-out strict accuracy fall | reward the goal, log the goal separately, evaluate held out |
+# | grader with a loophole | `reward/<fn>` above `accuracy` on the same samples (paid but wrong); held-out strict accuracy below a run with a correct grader | parse the answer; never search the whole completion |
 # | large $\beta$ | `kl` held small while `accuracy` stays flat; a smaller distance to the base and a smaller held-out gain than a $\beta = 0$ run | $\beta = 0$ for reasoning RL from a base model; otherwise pick $\beta$ from the balance points of {ref}`ch09-kl-balance` |
 # | zero-variance groups | high `zero_std_frac`, smaller `grad_norm` (zero when every group is dead) | filter the prompts; `dynamic_sampling=True` at a generation cost |
 # | repetition | `repetition_rate` of the harness, `completion_length` and `truncated_frac` rising | check what the reward pays for; a repetition penalty |

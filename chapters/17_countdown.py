@@ -276,8 +276,10 @@ live_metrics = train_from_yaml(CONFIG, [
 #     --set "reward_weights=[1.0, 0.0, 0.0]" ...
 # ```
 #
-# Both runs were stopped a few steps after the evaluation at step 40, of the 120
-# steps the configuration plans; `metrics.csv` has every step they finished.
+# A third run pays the answer only at a fifth of the learning rate
+# (`--set learning_rate=1e-4`). All three were stopped a few steps after the
+# evaluation at step 40, of the 120 steps the configuration plans; `metrics.csv` has
+# every step they finished.
 # Each run's folder under `data/runs/` has its exact command, machine and timing.
 # Held-out success is measured by the evaluation harness, greedily, on the first 500
 # held-out problems, at steps 0 and 40.
@@ -285,7 +287,8 @@ live_metrics = train_from_yaml(CONFIG, [
 # %%
 # NBVAL_IGNORE_OUTPUT
 runs = {"answer + 0.1 format": RUNS / "ch17_countdown_seed0_cpu",
-        "answer only": RUNS / "ch17_countdown_answer_only_seed0_cpu"}
+        "answer only": RUNS / "ch17_countdown_answer_only_seed0_cpu",
+        "answer only, lr 1e-4": RUNS / "ch17_countdown_answer_only_lr1e-4_seed0_cpu"}
 metrics = {k: pd.read_csv(d / "metrics.csv") for k, d in runs.items()}
 evals = {k: pd.read_csv(d / "eval.csv").set_index("step") for k, d in runs.items()}
 table = pd.DataFrame({k: e["strict_acc"] for k, e in evals.items()}).T
@@ -338,12 +341,22 @@ say(f"With GRPO-Zero's reward, held-out success goes from "
     f"are all equal, which teach nothing, is "
     f"{zero['zero_std_frac'].iloc[-20:].mean():.2f} over the last twenty steps "
     f"against {only['zero_std_frac'].iloc[-20:].mean():.2f}.")
+slow = metrics["answer only, lr 1e-4"]
+say(f"At a fifth of the learning rate the answer-only run keeps searching: its "
+    f"held-out answers are {evals['answer only, lr 1e-4']['mean_length'].iloc[-1]:.0f} "
+    f"tokens long at step 40 (base: "
+    f"{evals['answer only, lr 1e-4']['mean_length'].iloc[0]:.0f}), and "
+    f"{slow['zero_std_frac'].iloc[-20:].mean():.2f} of its groups are all equal over "
+    f"its last twenty steps. Its held-out success goes from "
+    f"{first['answer only, lr 1e-4']:.3f} to {last['answer only, lr 1e-4']:.3f}: "
+    f"no collapse, and no gain either.")
 
 # %% [markdown]
-# Neither run learned to search better: from this base, both lost the little they
-# could do. The base solves a problem in a small share of its samples, so most groups
-# of 8 are all wrong and teach nothing; the update is driven by the few that are not,
-# and by the format score where it is paid. Adam scales every update to about the
+# No run learned to search better. At chapter 7's learning rate both lost the little
+# they could do; at a fifth of it nothing moved in 40 steps. The base solves a
+# problem in a small share of its samples, so most groups of 8 are all wrong and
+# teach nothing; the update is driven by the few that are not, and by the format
+# score where it is paid. Adam scales every update to about the
 # learning rate whatever the gradient's size, so a handful of groups move the whole
 # policy as far as a full batch would. Under GRPO-Zero's reward, the cheapest gain is
 # to finish inside the token limit, and the policy learns to stop searching early.
@@ -371,12 +384,10 @@ plt.show()
 counted = {k: int(round((h * per_step).sum())) for k, h in hacks.items()}
 paid = {k: int(round((m["reward/countdown_answer_reward"] * per_step).sum()))
         for k, m in metrics.items()}
-steps = int(zero["step"].max())
-say(f"Over {steps} steps of {per_step} sampled answers, "
-    f"{counted['answer + 0.1 format']:,} answers under GRPO-Zero's reward and "
-    f"{counted['answer only']:,} under the answer-only reward reach the target with "
-    f"the wrong numbers, against {paid['answer + 0.1 format']:,} and "
-    f"{paid['answer only']:,} right answers. Our check scores each of them 0 for "
+say(f"Sampled answers ({per_step} per step) that reach the target with the wrong "
+    f"numbers, against right answers: " + "; ".join(
+        f"{k}, {int(metrics[k]['step'].max())} steps: {counted[k]:,} against "
+        f"{paid[k]:,}" for k in metrics) + ". Our check scores each of them 0 for "
     f"the answer; a value-only checker would have paid each one as much as a right "
     f"answer.")
 
@@ -419,9 +430,10 @@ say(f"On the first {n_check} held-out problems, {shares.loc['correct', 'sampled'
 #   traces, with three flaws triggered by visible features: giving up, dropping a
 #   number, breaking the format.
 # - From that base, GRPO with chapter 7's learning rate made things worse under
-#   both rewards (the table above): correct answers are too rare for most groups to
-#   carry a signal. Under GRPO-Zero's reward the format term dominates the early
-#   reward and the policy learns to stop searching.
+#   both rewards (the table above), and a fifth of that rate changed nothing in 40
+#   steps: correct answers are too rare for most groups to carry a signal. Under
+#   GRPO-Zero's reward the format term dominates the early reward and the policy
+#   learns to stop searching.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.

@@ -1,4 +1,4 @@
-"""Policy losses: one per-token objective, six ways to average it into one number.
+"""Policy losses: one per-token objective, five ways to average it, and its variants.
 
 "Algorithm = credit assigner + loss." The *credit assigner* (``grpo_lib.advantages``)
 turns rewards into one advantage per completion; the *loss* below turns advantages and

@@ -376,6 +376,9 @@ WRONG_ATTEMPTS = {
     "ch08.check_aggregate": (_dr_grpo_by_tokens, r"constant B \* L_max"),
     "ch08.check_group_push": (_group_push_population_std, "population std"),
     "ch08.check_length_gap_in_group": (_pooled_length_gap, "pooled gap"),
+    "ch08.check_sequence_log_ratio": (
+        lambda logp, old, mask: ((logp - old) * mask).sum(-1, keepdim=True),
+        "You summed"),
     "ch09.check_zero_std_frac": (_zero_std_transposed, "Groups are contiguous"),
     # chapter 1's function (one bool per group) where chapter 9 wants group indices
     "ch09.check_informative_groups": (_ch01_informative_groups,

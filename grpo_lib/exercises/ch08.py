@@ -182,3 +182,44 @@ def check_length_gap_in_group(fn) -> bool:
     print("check_length_gap_in_group: agrees with the trainer's metric on hand-made "
           "and random batches, NaN when no group is mixed.")
     return True
+
+
+def check_sequence_log_ratio(fn) -> bool:
+    """Check ``fn(logp [B,T], old_logp [B,T], mask [B,T]) -> [B, 1]``: GSPO's
+    log-ratio of each completion, the mean of its real tokens' log-ratios (0 for an
+    empty completion)."""
+    from ..losses import sequence_log_ratio
+
+    g = torch.Generator().manual_seed(5)
+    lengths = torch.tensor([3, 6, 1, 0])
+    mask = (torch.arange(6) < lengths[:, None]).float()  # [4, 6]
+    old = torch.randn(4, 6, generator=g)
+    logp = old + 0.3 * torch.randn(4, 6, generator=g)
+    expected = sequence_log_ratio(logp, old, mask)  # [4, 1]
+    got = fn(logp.clone(), old.clone(), mask.clone())
+    if not isinstance(got, torch.Tensor):
+        raise AssertionError(f"return a torch.Tensor, got {type(got).__name__}.")
+    got = got.detach().reshape(-1, 1) if got.numel() == 4 else got.detach()
+    if got.shape == expected.shape and torch.allclose(got, expected, atol=1e-6):
+        print("check_sequence_log_ratio: correct, padded tokens and an empty "
+              "completion included.")
+        return True
+    delta = (logp - old) * mask
+    hint = ""
+    if got.shape != expected.shape:
+        hint = " Return one value per completion, shape [B, 1]."
+    elif torch.isnan(got).any():
+        hint = (" An empty completion divides by 0: clamp the token count to at least "
+                "1, so its log-ratio is 0.")
+    elif torch.allclose(got, delta.sum(-1, keepdim=True), atol=1e-6):
+        hint = (" You summed the token log-ratios; GSPO divides by the completion's "
+                "length, so long and short completions move on the same scale.")
+    elif torch.allclose(got, (logp - old).mean(-1, keepdim=True), atol=1e-6):
+        hint = " You averaged over padded positions too: use the mask."
+    raise AssertionError(
+        f"lengths {lengths.tolist()}: expected {_fmt_col(expected)}, got "
+        f"{_fmt_col(got)}.{hint}")
+
+
+def _fmt_col(t: torch.Tensor) -> str:
+    return str([round(v, 4) for v in t.reshape(-1).tolist()])
