@@ -31,6 +31,8 @@
 # two functions, and the trainer calls them one after the other. This chapter takes each
 # one apart on a batch small enough to check by hand, shows what each choice does to the
 # weight of every token, and then runs the same R1-Zero training under each variant.
+# The last section takes several passes over each batch, where the clip finally acts,
+# and adds two newer losses that change what is clipped: GSPO and CISPO.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -770,6 +772,235 @@ say(f"- Base model: held-out strict {c.loc['base model', 'held-out strict']:.3f}
 shutil.rmtree(runs_dir, ignore_errors=True)  # the runs were only needed for this page
 
 # %% [markdown]
+# (ch08-past-first-pass)=
+# ## Past the first pass: $\mu > 1$, GSPO and CISPO
+#
+# Every run so far made one pass over each batch, so every ratio was 1 and the clip
+# never acted. PPO's idea is to take several optimizer steps on one batch
+# {cite}`schulman2017ppo`: `num_iterations` $= \mu$. The ratios then move away from 1
+# on the second pass, and what the loss does with them starts to matter. Two newer
+# losses change exactly that part:
+#
+# | switch | the ratio and what is clipped | from |
+# | --- | --- | --- |
+# | (default) | one ratio per token; the clip zeroes the gradient of a token whose ratio left $[1-\varepsilon, 1+\varepsilon_{\mathrm{high}}]$ | PPO, GRPO |
+# | `importance_sampling_level="sequence"` | one ratio per completion, the geometric mean of its tokens' ratios; the clip keeps or drops the whole completion | GSPO {cite}`zheng2025gspo` |
+# | `loss_type="cispo"` | one ratio per token, used as a detached weight capped at $\varepsilon_{\max}$; no token loses its gradient | CISPO {cite}`minimax2025m1` |
+#
+# GSPO's ratio is the mean of the token log-ratios. Because it averages, it moves far
+# less than one token's ratio, so GSPO clips to
+# $[1 - 3\cdot10^{-4}, 1 + 4\cdot10^{-4}]$, not to $0.2$ (its section 5.1). CISPO's
+# weight is $\mathrm{sg}(\min(\rho_{i,t}, \varepsilon_{\max}))$, multiplied by
+# $\hat A_i \log\pi_\theta(o_{i,t})$ as in REINFORCE. The tokens are averaged as in
+# `dapo`. TRL's documentation gives $\varepsilon_{\max} = 5$, passed as `epsilon_high`.
+# Both are one short function in `grpo_lib.losses`:
+
+# %%
+show_source(losses.sequence_log_ratio, docstring=False)
+show_source(losses.cispo_token_loss, docstring=False)
+
+# %% [markdown]
+# On one token whose ratio has reached $\rho = 2$ with $\hat A = +1$, the three losses
+# give these gradients:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def one_token_grad(**kw):
+    """dL/dlogp of one token with ratio 2 and advantage +1."""
+    logp = torch.tensor([[np.log(2.0)]], requires_grad=True)
+    loss, stats = policy_loss(logp, torch.zeros(1, 1), torch.tensor([1.0]),
+                              torch.ones(1, 1), **kw)
+    (grad,) = torch.autograd.grad(loss, logp)
+    return grad.item(), stats["clip_frac_high"]
+
+
+for name, kw in [("grpo, epsilon 0.2", {}),
+                 ("gspo, epsilon 3e-4/4e-4",
+                  dict(importance_sampling_level="sequence", epsilon=3e-4,
+                       epsilon_high=4e-4)),
+                 ("cispo, cap 5", dict(loss_type="cispo", epsilon_high=5.0)),
+                 ("cispo, cap 1.5", dict(loss_type="cispo", epsilon_high=1.5))]:
+    grad, clipped = one_token_grad(**kw)
+    print(f"{name:>24}: dL/dlogp = {grad:+.2f}, clipped/capped share {clipped:.0f}")
+
+# %% [markdown]
+# The clipped losses give this token no gradient. CISPO gives it
+# $-\min(2, \varepsilon_{\max})$.
+# On the first pass both GSPO and CISPO coincide with losses we already have. With
+# all ratios 1, GSPO's sequence ratio has the gradient
+# $\frac{1}{|o_i|}\sum_t \nabla\log\pi_\theta(o_{i,t})$, which is GRPO's. CISPO's
+# weight is 1, which leaves the token-mean REINFORCE of `dapo`:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def first_pass_grad(**kw):
+    logp = torch.full(toy_mask.shape, -1.0, requires_grad=True)
+    loss, _ = policy_loss(logp, None, toy_adv, toy_mask,
+                          max_completion_length=L_MAX, **kw)
+    (grad,) = torch.autograd.grad(loss, logp)
+    return grad
+
+
+same_gspo = torch.allclose(first_pass_grad(),
+                           first_pass_grad(importance_sampling_level="sequence"))
+same_cispo = torch.allclose(first_pass_grad(loss_type="dapo"),
+                            first_pass_grad(loss_type="cispo", epsilon_high=5.0))
+print(f"first pass, toy batch: gspo gradient == grpo gradient: {same_gspo}; "
+      f"cispo gradient == dapo gradient: {same_cispo}")
+
+# %% [markdown]
+# `tests/test_losses.py` checks both losses against TRL's own `_compute_loss`. It
+# covers GSPO as `importance_sampling_level="sequence"` and CISPO as
+# `loss_type="cispo"`, off the first pass, with and without the KL term, with one and
+# two micro-batches. Loss and gradients agree to $10^{-6}$.
+#
+# ### $\pi_{\mathrm{old}}$ is not $\pi_{\mathrm{ref}}$
+#
+# Two models' log-probs enter the full objective. A popular tutorial uses one for
+# the other. **$\pi_{\mathrm{old}}$** is the policy that sampled this batch: the
+# model being trained, as it was before this step's $\mu$ passes. It is the
+# denominator of the ratio, so it is needed only when $\mu > 1$.
+# **$\pi_{\mathrm{ref}}$** is a frozen copy of the model from before training. The KL
+# term pulls the policy towards it, so it is needed only when $\beta > 0$. In
+# `GRPOTrainer._update` they are two lines, each computed only when its knob asks
+# for it:
+
+# %%
+show_source(trainer.GRPOTrainer._update, start="with torch.no_grad():",
+            end="model.train()")
+
+# %% [markdown]
+# ### The PPO half, run
+#
+# These are chapter 7's full runs (150 steps of 16 prompts, held-out evaluation on 500
+# problems at steps 0, 75 and 150), two seeds each. Every run changes one thing:
+#
+# * $\mu = 2$: two passes per batch, GRPO's loss;
+# * GSPO and CISPO, each with $\mu = 2$;
+# * $\beta = 0.04$ (DeepSeekMath's value) with $\mu = 1$: the KL term to the frozen
+#   base model.
+#
+# The $\mu = 1$, $\beta = 0$ baseline is the pair of full-length `grpo` runs above.
+# They were trained with the commands in each run's `README.md`, and this cell reads
+# them:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+PPO_RUNS = {"mu = 1 (baseline)": "ch08_grpo", "mu = 2": "ch08_mu2",
+            "GSPO, mu = 2": "ch08_gspo_mu2", "CISPO, mu = 2": "ch08_cispo_mu2",
+            "beta = 0.04": "ch08_beta004"}
+ppo = {(label, seed): (pd.read_csv(RUNS / f"{stem}_seed{seed}_cpu" / "metrics.csv"),
+                       pd.read_csv(RUNS / f"{stem}_seed{seed}_cpu" / "eval.csv")
+                       .set_index("step"))
+       for label, stem in PPO_RUNS.items() for seed in (0, 1)}
+ppo_rows = []
+for label in PPO_RUNS:
+    runs = [ppo[label, seed] for seed in (0, 1)]
+    acc = [ev.loc[150, "strict_acc"] for _, ev in runs]
+    clip = [(m["clip_frac_low"] + m["clip_frac_high"]).mean() for m, _ in runs]
+    ppo_rows.append({
+        "run": label,
+        "strict @150": np.mean(acc),
+        "range": f"{min(acc):.3f}-{max(acc):.3f}",
+        "clip fraction": np.mean(clip),
+        "KL": np.mean([m["kl"].mean() for m, _ in runs]),
+        "entropy, last 25": np.mean([m["entropy"].tail(25).mean() for m, _ in runs]),
+        "seconds": round(np.mean([m["time_step"].sum() for m, _ in runs]))})
+ppo_table = pd.DataFrame(ppo_rows).set_index("run")
+ppo_table.round(4)
+
+# %%
+fig, axes = plt.subplots(3, 1, figsize=(7.3, 8.4), sharex=True,
+                         constrained_layout=True)
+for label in PPO_RUNS:
+    color = None
+    for seed in (0, 1):
+        m = ppo[label, seed][0]
+        clip = (m["clip_frac_low"] + m["clip_frac_high"]).rolling(5, min_periods=1)
+        line, = axes[0].plot(m["step"], clip.mean(), color=color,
+                             label=label if seed == 0 else None)
+        color = line.get_color()
+        axes[1].plot(m["step"], m["entropy"].rolling(5, min_periods=1).mean(),
+                     color=color)
+        axes[2].plot(m["step"], m["accuracy"].rolling(10, min_periods=1).mean(),
+                     color=color)
+axes[0].set_ylabel("clip fraction")
+axes[1].set_ylabel("entropy (nats/token)")
+axes[2].set_ylabel("training accuracy")
+axes[2].set_xlabel("step")
+axes[0].legend(fontsize=9, ncol=2)
+axes[0].set_title("Chapter 7's run, one change each, two seeds (5/10-step means)")
+for ax in axes:
+    ax.grid(alpha=0.3)
+plt.show()
+
+# %%
+fig, ax = plt.subplots(figsize=(7.3, 3.0))
+for seed in (0, 1):
+    m = ppo["beta = 0.04", seed][0]
+    ax.plot(m["step"], m["kl"], label=f"seed {seed}")
+ax.set_xlabel("step")
+ax.set_ylabel("KL to the base model (k3)")
+ax.set_title("beta = 0.04: the KL term, per step")
+ax.legend(fontsize=9)
+ax.grid(alpha=0.3)
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+t = ppo_table
+base = "mu = 1 (baseline)"
+gspo_vs_grpo = (t.loc["GSPO, mu = 2", "clip fraction"]
+                / t.loc["mu = 2", "clip fraction"])
+
+
+def versus(run, other=base, column="strict_acc"):
+    """How the two seeds of `run` sit against the two of `other` at step 150."""
+    a = [ppo[run, s][1].loc[150, column] for s in (0, 1)]
+    b = [ppo[other, s][1].loc[150, column] for s in (0, 1)]
+    if max(a) < min(b):
+        return "both seeds below both seeds of"
+    if min(a) > max(b):
+        return "both seeds above both seeds of"
+    return "a seed range overlapping that of"
+
+
+say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
+    + ", ".join(f"{n} {t.loc[n, 'strict @150']:.3f} "
+                f"({t.loc[n, 'range']})" for n in t.index) + ". "
+    + "; ".join(f"{n}: {versus(n)} $\\mu = 1$" for n in t.index if n != base)
+    + ".\n"
+    f"- With $\\mu = 2$ the clip acts: on average "
+    f"{t.loc['mu = 2', 'clip fraction']:.2%} of the tokens per step under "
+    f"GRPO's loss, {t.loc['GSPO, mu = 2', 'clip fraction']:.1%} under GSPO "
+    f"({gspo_vs_grpo:.0f} times as many), against "
+    f"{t.loc[base, 'clip fraction']:.0%} with $\\mu = 1$. CISPO's cap of 5 "
+    f"binds on {t.loc['CISPO, mu = 2', 'clip fraction']:.3%} of its tokens.\n"
+    f"- Entropy over the last 25 steps: " + ", ".join(
+        f"{n} {t.loc[n, 'entropy, last 25']:.4f}" for n in t.index) + ".\n"
+    f"- Seconds of steps, two runs at a time on this CPU: " + ", ".join(
+        f"{n} {t.loc[n, 'seconds']}" for n in t.index) + ".\n"
+    f"- With $\\beta = 0.04$ the mean KL to the base model is "
+    f"{t.loc['beta = 0.04', 'KL']:.4f} per token, so the penalty "
+    f"$\\beta \\cdot$ KL is {0.04 * t.loc['beta = 0.04', 'KL']:.4f} per token.")
+
+# %% [markdown]
+# Two seeds per setting, 150 steps, on a task that $\mu = 1$ already takes to about
+# 94%: these runs show mechanisms more than a ranking. Still, every $\mu = 2$ variant
+# ended below $\mu = 1$ in both seeds. One reading: two passes take a larger step per
+# batch at chapter 7's learning rate, which was chosen for one pass; a lower learning
+# rate at $\mu = 2$ would test it. The clip acts only once the policy has moved
+# between the passes. GSPO's sequence ratio leaves its narrow range far more
+# often than a token ratio leaves $[0.8, 1.2]$; its paper reports the same gap, about
+# two orders of magnitude, and argues that clipping whole sequences is the better
+# signal. CISPO's cap at 5 almost never binds here, so on this task it is close to a
+# token-mean REINFORCE that weights its second pass by the ratio. A second pass costs
+# a second forward and backward pass over the batch, and the printed seconds show it.
+# The KL plot shows the policy leaving the base model within the first few dozen steps
+# and then staying in the same range. At $\beta = 0.04$ the penalty per token is small
+# next to advantages of order 1.
+
+# %% [markdown]
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch08` that
@@ -850,3 +1081,26 @@ except NotImplementedError:
     print("Not implemented yet: work group by group; decide which groups count, "
           "compare within each of them, then average over the groups that count.")
 
+
+# %% [markdown]
+# **8.5 — GSPO's sequence ratio.** Write `my_sequence_log_ratio(logp, old_logp, mask)`
+# for `[B, T]` log-probabilities under the current and the sampling policy and the
+# completion mask: return $\log s_i$ of {ref}`ch08-past-first-pass`, shape `[B, 1]`,
+# the mean of the real tokens' log-ratios, and 0 for an empty completion. Then: why
+# does GSPO divide by the length instead of summing, and what would a fixed clip range
+# do to long completions if it did not?
+
+# %%
+from grpo_lib.exercises.ch08 import check_sequence_log_ratio  # noqa: E402
+
+
+def my_sequence_log_ratio(logp, old_logp, mask):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_sequence_log_ratio(my_sequence_log_ratio)
+except NotImplementedError:
+    print("Not implemented yet: mask the token log-ratios, sum each row, divide by the "
+          "number of real tokens (at least 1).")
