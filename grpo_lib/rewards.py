@@ -148,9 +148,9 @@ def answer_anywhere_reward(completions: list[str], answer: Sequence | None = Non
     .. math:: r_i = \mathbb{1}\left[a_i \text{ is a substring of } y_i\right]
 
     It pays every right answer, and also a wrong one whose trace happens to contain
-    the gold number (``14`` inside ``140``, or as an intermediate result). A policy
-    that writes more numbers gets paid more often: chapter 9 trains on it to watch RL
-    find that out. Train on :func:`accuracy_reward` instead. Floor: 0.0.
+    the gold number (``14`` inside ``140``, or as an intermediate result), so those
+    wrong answers are reinforced too: chapter 9 trains on it and measures the cost.
+    Train on :func:`accuracy_reward` instead. Floor: 0.0.
     """
     fn = "answer_anywhere_reward"
     texts = _texts(completions, fn)

@@ -297,15 +297,20 @@ def _trl_trainer(
     return trainer
 
 
-def _micro_batch(batch, rows, total_tokens):
-    """TRL's inputs for the rows of one micro-batch, and its input ids and mask."""
-    inputs = {key: batch[key][rows] for key in
-              ["prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
-               "advantages"]}
-    inputs["num_items_in_batch"] = total_tokens
-    input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
-    attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
-    return inputs, input_ids, attention
+def _micro_batches(batch, micro_batches):
+    """For each of ``micro_batches`` equal slices of the batch: its rows, TRL's inputs,
+    and its input ids and attention mask."""
+    total_tokens = batch["completion_mask"].sum()
+    size = B // micro_batches
+    for k in range(micro_batches):
+        rows = slice(k * size, (k + 1) * size)
+        inputs = {key: batch[key][rows] for key in
+                  ["prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
+                   "advantages"]}
+        inputs["num_items_in_batch"] = total_tokens
+        input_ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+        attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+        yield rows, inputs, input_ids, attention
 
 
 def _trl_loss_and_grads(trainer, inputs):
@@ -376,10 +381,8 @@ def test_matches_trl_compute_loss(
     capped = []  # CISPO: was any weight capped?
     model = trainer.model
     total_tokens = batch["completion_mask"].sum()
-    size = B // micro_batches
-    for k in range(micro_batches):
-        rows = slice(k * size, (k + 1) * size)
-        inputs, input_ids, attention = _micro_batch(batch, rows, total_tokens)
+    parts = _micro_batches(batch, micro_batches)
+    for k, (rows, inputs, input_ids, attention) in enumerate(parts):
         with torch.no_grad():
             logp0, _, _ = trainer._get_per_token_logps_and_entropies(
                 model, input_ids, attention, L_MAX
@@ -457,10 +460,8 @@ def test_entropy_bonus_matches_trl(model_dir, batch, tmp_path, loss_type,
                            micro_batches, entropy_coef=coef)
     model = trainer.model
     total_tokens = batch["completion_mask"].sum()
-    size = B // micro_batches
-    for k in range(micro_batches):
-        rows = slice(k * size, (k + 1) * size)
-        inputs, input_ids, attention = _micro_batch(batch, rows, total_tokens)
+    parts = _micro_batches(batch, micro_batches)
+    for k, (_, inputs, input_ids, attention) in enumerate(parts):
         trl_loss, trl_grads = _trl_loss_and_grads(trainer, inputs)
 
         model.zero_grad()

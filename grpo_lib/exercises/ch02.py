@@ -175,7 +175,7 @@ def check_reinforce_gradient(fn) -> bool:
         elif _close(got, (adv * onehot).mean(0)):
             hint = (" You used e_a as the score; the score of a softmax is "
                     "e_a - softmax(logits).")
-        elif _close(got, (adv * (onehot - torch.softmax(logits, -1))).sum(0)):
+        elif _close(got, score_function_gradient(logits, actions, rewards, b).sum(0)):
             hint = " You summed over the samples; average them."
         raise AssertionError(
             f"baseline {b}, actions {actions.tolist()}:\n expected {_fmt(expected)}\n"
