@@ -174,6 +174,12 @@ def _zero_std_transposed(rewards, group_size):
     return (grouped == grouped[:, :1]).all(1).float().mean().item()
 
 
+def _ch09_entropy_per_completion(logits, mask):
+    logp = torch.log_softmax(logits, dim=-1)  # [B, T, V]
+    entropy = -(logp.exp() * logp).sum(-1)  # [B, T]
+    return ((entropy * mask).sum(-1) / mask.sum(-1)).mean().item()  # wrong: per row
+
+
 def _ch11_share_by_runs(reasoning):
     english = len(re.findall(r"[A-Za-z]+", reasoning))
     chinese = len(re.findall(r"[\u4e00-\u9fff]+", reasoning))  # runs, not characters
@@ -383,6 +389,8 @@ WRONG_ATTEMPTS = {
     # chapter 1's function (one bool per group) where chapter 9 wants group indices
     "ch09.check_informative_groups": (_ch01_informative_groups,
                                       r"expected \[1\], got \[0, 1\].*indices"),
+    "ch09.check_mean_entropy": (_ch09_entropy_per_completion,
+                                "averaged each completion first"),
     "ch10.check_assistant_mask": (_ch10_mask_without_im_end, "learns to stop"),
     "ch10.check_normalize_trace": (_ch10_normalize_by_split, "one space inside it"),
     "ch10.check_steps_to_reach": (_ch10_steps_with_partial_windows, "full windows"),

@@ -98,3 +98,72 @@ def check_informative_groups(fn) -> bool:
             f"got {got}.{hint}")
     print("check_informative_groups: keeps exactly the groups with reward variance.")
     return True
+
+
+def reference_mean_entropy(logits, mask) -> float:
+    """Token-mean entropy in nats, the trainer's ``entropy`` column.
+
+    .. math:: \\bar H = \\frac{\\sum_{i,t} m_{i,t} H_{i,t}}{\\sum_{i,t} m_{i,t}},
+              \\quad H_{i,t} = -\\sum_v p_{i,t,v} \\log p_{i,t,v}
+
+    ``logits``: ``[B, T, V]``; ``mask``: ``[B, T]`` (1 on completion tokens).
+    """
+    logp = torch.log_softmax(logits.double(), dim=-1)  # [B, T, V]
+    entropy = -(logp.exp() * logp).sum(-1)  # [B, T]
+    mask = mask.double()
+    return ((entropy * mask).sum() / mask.sum()).item()
+
+
+def _entropy_cases():
+    g = torch.Generator().manual_seed(9)
+    uniform = torch.zeros(1, 2, 4)  # H = log 4 at both tokens
+    mask_uneven = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]])
+    peaked = torch.randn(2, 5, 11, generator=g) * 3
+    peaked[0, :, 0] += 200.0  # in float32 softmax underflows to 0 for the others
+    return [
+        (uniform, torch.ones(1, 2)),
+        (torch.randn(2, 5, 7, generator=g), mask_uneven),
+        (peaked, mask_uneven),
+        (torch.randn(3, 4, 50, generator=g) * 0.5, torch.ones(3, 4)),
+    ]
+
+
+def check_mean_entropy(fn) -> bool:
+    """Check ``fn(logits [B, T, V], mask [B, T]) -> float``: the token-mean entropy.
+
+    Known value: all-zero logits over 4 tokens -> log 4 = 1.3863 nats.
+    """
+    for logits, mask in _entropy_cases():
+        expected = reference_mean_entropy(logits, mask)
+        got = fn(logits.clone(), mask.clone())
+        try:
+            got = float(got)
+        except (TypeError, ValueError):
+            raise AssertionError(f"expected a number, got {got!r:.80}.") from None
+        if math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-5):
+            continue
+        B, T, V = logits.shape
+        hint = ""
+        logp = torch.log_softmax(logits.double(), dim=-1)
+        per_token = -(logp.exp() * logp).sum(-1)  # [B, T]
+        m = mask.double()
+        if math.isnan(got):
+            hint = (" NaN: softmax underflows to 0 for unlikely tokens and "
+                    "0 * log(0) is NaN; take log_softmax and exponentiate it.")
+        elif math.isclose(got, -expected, rel_tol=1e-4, abs_tol=1e-5):
+            hint = " The sign is flipped: H = -sum p log p is never negative."
+        elif math.isclose(got, expected / math.log(2), rel_tol=1e-4):
+            hint = " That is in bits (log2); the trainer logs nats (natural log)."
+        elif math.isclose(got, per_token.mean().item(), rel_tol=1e-4):
+            hint = (" You averaged over every position, padding included; weight by "
+                    "the mask.")
+        elif math.isclose(got, ((per_token * m).sum(-1) / m.sum(-1)).mean().item(),
+                          rel_tol=1e-4):
+            hint = (" You averaged each completion first, then the completions; the "
+                    "trainer's column is one mean over all completion tokens.")
+        raise AssertionError(
+            f"logits of shape {tuple(logits.shape)}, {int(mask.sum())} completion "
+            f"tokens: expected {expected:.5f}, got {got:.5f}.{hint}")
+    print("check_mean_entropy: the token-mean entropy, in nats, on uniform, random "
+          "and very peaked logits.")
+    return True
