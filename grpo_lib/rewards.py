@@ -34,7 +34,8 @@ from .safe_math import ExpressionError, expression_literals, safe_eval
 
 __all__ = [
     "RewardFunction", "format_reward", "soft_format_reward", "accuracy_reward",
-    "countdown_format_reward", "countdown_answer_reward", "countdown_reward",
+    "answer_anywhere_reward", "signed_accuracy_reward", "countdown_format_reward",
+    "countdown_answer_reward", "countdown_reward",
     "countdown_verdict", "COUNTDOWN_VERDICTS", "countdown_value_only_reward",
     "language_consistency_reward", "reasoning_steps_reward", "length_reward",
     "cosine_scaled_reward", "repetition_penalty_reward", "soft_overlong_punishment",
@@ -157,6 +158,27 @@ def answer_anywhere_reward(completions: list[str], answer: Sequence | None = Non
     answer = _column(answer, "answer", len(texts), fn, "['14']")
     return [float(isinstance(t, str) and str(a).strip() != "" and str(a).strip() in t)
             for t, a in zip(texts, answer)]
+
+
+def signed_accuracy_reward(completions: list[str], answer: Sequence | None = None,
+                           **kwargs) -> list[float]:
+    r"""A grader with a loophole, on purpose (chapter 9): +1 for a right answer, -1
+    for a wrong one, and 0 when there is no ``<answer>`` block to grade.
+
+    .. math:: r_i = \begin{cases} +1 & \operatorname{extract}(y_i) = a_i \\
+       -1 & \text{an answer, wrong} \\ 0 & \text{no answer} \end{cases}
+
+    Penalising wrong answers is meant to discourage guessing; scoring a missing
+    answer above a wrong one pays the policy for not answering when it is unsure.
+    Chapter 9 trains on it and measures the share of completions with no answer.
+    Score a missing answer at least as low as a wrong one (:func:`accuracy_reward`
+    gives both 0). Floor: -1.0.
+    """
+    fn = "signed_accuracy_reward"
+    texts = _texts(completions, fn)
+    correct = _correct(texts, answer, True, fn)
+    return [1.0 if ok else (0.0 if extract_answer(t, strict=True) is None else -1.0)
+            for t, ok in zip(texts, correct)]
 
 
 # -------------------------------------------------------------------------- countdown
@@ -628,7 +650,7 @@ def combine_rewards(funcs: Sequence[RewardFunction],
 REWARD_FUNCTIONS: dict[str, RewardFunction] = {
     f.__name__: f for f in (
         format_reward, soft_format_reward, accuracy_reward, answer_anywhere_reward,
-        countdown_format_reward,
+        signed_accuracy_reward, countdown_format_reward,
         countdown_answer_reward, countdown_reward, countdown_value_only_reward,
         language_consistency_reward, reasoning_steps_reward, length_reward,
         cosine_scaled_reward, repetition_penalty_reward, soft_overlong_punishment,
