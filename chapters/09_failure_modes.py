@@ -748,7 +748,124 @@ say(f"On the easy prompts a share {easy_row['zero_std_frac (all sampled)']:.2f} 
 # its ability, which is what DAPO's filter approximates online. In a run this short on
 # a handful of prompts, neither run moves the held-out accuracy much: the point here
 # is the signal per step, not the score.
+
+# %% [markdown]
+# (ch09-entropy)=
+# ## Entropy collapse
 #
+# The trainer logs the policy's entropy at every step (`entropy`): the entropy of the
+# next-token distribution that the completions were sampled from,
+# $-\sum_v \pi_\theta(v \mid \cdot) \log \pi_\theta(v \mid \cdot)$, averaged over
+# their tokens. In RL on reasoning tasks it falls fast and keeps falling, and the
+# accuracy gains stop when it is spent {cite}`cui2025entropy`. For GRPO the harm is
+# concrete: a group of $G$ near-identical completions earns equal rewards, and a
+# group with equal rewards has no advantage and no gradient (the previous section).
+# Chapter 7's configuration shows both: the two full-length `grpo` runs of
+# {doc}`08_loss_variants` (150 steps, seeds 0 and 1), read from their committed
+# metrics.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def run_metrics(stem):
+    """metrics.csv and eval.csv (indexed by step) of the committed runs, seeds 0, 1."""
+    return [(pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "metrics.csv"),
+             pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "eval.csv").set_index("step"))
+            for s in (0, 1)]
+
+
+grpo_runs = run_metrics("ch08_grpo")
+for seed, (m, _) in enumerate(grpo_runs):
+    say(f"Seed {seed}: entropy {m['entropy'].head(10).mean():.4f} nats per token over "
+        f"the first ten steps, {m['entropy'].tail(25).mean():.4f} over the last 25; "
+        f"groups with equal rewards (`zero_std_frac`) "
+        f"{m['zero_std_frac'].head(10).mean():.2f} then "
+        f"{m['zero_std_frac'].tail(25).mean():.2f}.")
+
+# %% [markdown]
+# Part of the rise in dead groups is success (eight right answers are equal rewards
+# too); the rest is the lost variety. Four remedies are in common use, and each is one
+# setting of `GRPOConfig`:
+#
+# * **Clip-higher** (DAPO {cite}`yu2025dapo`, `epsilon_high=0.28`): PPO's clip caps how
+#   far a ratio can rise in one update, $1 + \varepsilon$. For a token of probability
+#   0.01 that allows 0.012; for one of 0.9, more than it can use. A higher upper bound
+#   lets rare tokens with a positive advantage grow. The clip acts only when the ratio
+#   can leave 1, so these runs use $\mu = 2$ and compare with chapter 8's $\mu = 2$
+#   pair.
+# * **A higher sampling temperature** (`temperature=1.2`): more varied samples per
+#   group. The trainer computes the log-probs at the same temperature (as TRL does),
+#   so the logged entropy is that of the tempered distribution: compare its
+#   `zero_std_frac`, not its entropy.
+# * **An entropy bonus** (`entropy_coef=0.02`): the loss becomes
+#   $\mathcal{L} - c \cdot \bar H$, which pushes every token's distribution to spread.
+# * **Overlong filtering** (DAPO, `mask_truncated_completions=True`): a completion
+#   cut off at the token limit is graded as a failure although it may have been on its
+#   way to a right answer; the filter drops its tokens from the loss. It matters only
+#   when many completions are cut, so these runs use a 64-token limit (chapter 7's
+#   answers take about 58 tokens) and compare with the same limit unfiltered.
+#
+# Each remedy is one change to chapter 7's run, two seeds, 150 steps, one torch thread
+# per run and two runs at a time on this CPU; the commands are in each run's
+# `README.md`.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+REMEDIES = {"mu = 1 (chapter 7)": "ch08_grpo",
+            "entropy bonus 0.02": "ch09_entropy_coef",
+            "temperature 1.2": "ch09_temperature12",
+            "mu = 2 (chapter 8)": "ch08_mu2",
+            "mu = 2, clip-higher 0.28": "ch09_clip_higher_mu2",
+            "64-token limit": "ch09_len64",
+            "64 tokens, overlong filter": "ch09_len64_mask"}
+remedy_runs = {label: run_metrics(stem) for label, stem in REMEDIES.items()}
+
+
+def mean_range(values, digits=3):
+    """'mean (min-max)' of the seeds' values."""
+    return (f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-"
+            f"{max(values):.{digits}f})")
+
+
+remedy_rows = []
+for label, runs in remedy_runs.items():
+    remedy_rows.append({
+        "run": label,
+        "entropy, last 25": mean_range([m["entropy"].tail(25).mean() for m, _ in runs],
+                                       4),
+        "zero_std_frac, last 25": mean_range(
+            [m["zero_std_frac"].tail(25).mean() for m, _ in runs], 2),
+        "clipped high": mean_range([m["clip_frac_high"].mean() for m, _ in runs], 4),
+        "truncated": mean_range([m["truncated_frac"].mean() for m, _ in runs]),
+        "held-out strict @0": mean_range([ev.loc[0, "strict_acc"] for _, ev in runs]),
+        "held-out strict @150": mean_range([ev.loc[150, "strict_acc"]
+                                            for _, ev in runs])})
+pd.DataFrame(remedy_rows).set_index("run")
+
+# %%
+groups = [["mu = 1 (chapter 7)", "entropy bonus 0.02", "temperature 1.2"],
+          ["mu = 2 (chapter 8)", "mu = 2, clip-higher 0.28"],
+          ["64-token limit", "64 tokens, overlong filter"]]
+fig, axes = plt.subplots(2, 3, figsize=(7.3, 5.0), sharex=True, sharey="row",
+                         constrained_layout=True)
+for col, labels in enumerate(groups):
+    for label in labels:
+        color = None
+        for seed, (m, _) in enumerate(remedy_runs[label]):
+            line, = axes[0, col].plot(m["step"], m["entropy"].rolling(10, 1).mean(),
+                                      color=color, label=label if seed == 0 else None)
+            color = line.get_color()
+            axes[1, col].plot(m["step"], m["zero_std_frac"].rolling(10, 1).mean(),
+                              color=color)
+    axes[0, col].legend(fontsize=7, loc="upper right")
+    axes[1, col].set_xlabel("step")
+axes[0, 0].set_ylabel("entropy (nats/token)")
+axes[1, 0].set_ylabel("zero_std_frac")
+for ax in axes.flat:
+    ax.grid(alpha=0.3)
+fig.suptitle("One remedy at a time, two seeds each (10-step means)", fontsize=10)
+plt.show()
+
+# %% [markdown]
 # (ch09-repetition)=
 # ## Repetition
 #
@@ -1003,3 +1120,24 @@ except NotImplementedError:
 # {ref}`ch09-zero-variance`, why would a batch of all-*hard* prompts (every sample
 # wrong) look the same in `zero_std_frac` as all-easy ones, and which other column
 # tells the two apart?
+
+# %% [markdown]
+# **9.4 — Token entropy.** Write `my_mean_entropy(logits, mask)`: `logits` are
+# $[B, T, V]$, `mask` is $[B, T]$ with 1 on completion tokens; return the trainer's
+# `entropy` column, $\bar H = \sum_{i,t} m_{i,t} H_{i,t} / \sum_{i,t} m_{i,t}$ with
+# $H_{i,t} = -\sum_v p_{i,t,v} \log p_{i,t,v}$, in nats.
+
+# %%
+from grpo_lib.exercises.ch09 import check_mean_entropy
+
+
+def my_mean_entropy(logits, mask):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_mean_entropy(my_mean_entropy)
+except NotImplementedError:
+    print("Not implemented yet: torch.log_softmax gives log p without log(0); the "
+          "mean runs over completion tokens only.")

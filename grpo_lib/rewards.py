@@ -161,23 +161,29 @@ def answer_anywhere_reward(completions: list[str], answer: Sequence | None = Non
 
 
 def signed_accuracy_reward(completions: list[str], answer: Sequence | None = None,
-                           **kwargs) -> list[float]:
-    r"""A grader with a loophole, on purpose (chapter 9): +1 for a right answer, -1
-    for a wrong one, and 0 when there is no ``<answer>`` block to grade.
+                           wrong_score: float = -1.0, **kwargs) -> list[float]:
+    r"""A grader with a loophole, on purpose (chapter 9): +1 for a right answer,
+    ``wrong_score`` (-1) for a wrong one, and 0 when there is no ``<answer>`` block.
 
     .. math:: r_i = \begin{cases} +1 & \operatorname{extract}(y_i) = a_i \\
-       -1 & \text{an answer, wrong} \\ 0 & \text{no answer} \end{cases}
+       w & \text{an answer, wrong} \\ 0 & \text{no answer} \end{cases}
 
     Penalising wrong answers is meant to discourage guessing; scoring a missing
-    answer above a wrong one pays the policy for not answering when it is unsure.
-    Chapter 9 trains on it and measures the share of completions with no answer.
-    Score a missing answer at least as low as a wrong one (:func:`accuracy_reward`
-    gives both 0). Floor: -1.0.
+    answer above a wrong one pays the policy for not answering: on a prompt it gets
+    right with probability :math:`p`, answering earns :math:`p + (1 - p) w` on
+    average, less than not answering when :math:`p < -w / (1 - w)` (1/2 for
+    :math:`w = -1`, 2/3 for :math:`w = -2`). Chapter 9 trains on it. Score a missing
+    answer at least as low as a wrong one (:func:`accuracy_reward` gives both 0).
+    Floor: ``wrong_score``.
     """
     fn = "signed_accuracy_reward"
+    if not (math.isfinite(wrong_score) and wrong_score <= 0):
+        raise ValueError(f"{fn}: wrong_score must be a finite number <= 0 (a penalty), "
+                         f"got {wrong_score!r}")
     texts = _texts(completions, fn)
     correct = _correct(texts, answer, True, fn)
-    return [1.0 if ok else (0.0 if extract_answer(t, strict=True) is None else -1.0)
+    return [1.0 if ok else (0.0 if extract_answer(t, strict=True) is None
+                            else float(wrong_score))
             for t, ok in zip(texts, correct)]
 
 
