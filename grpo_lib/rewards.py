@@ -174,7 +174,8 @@ def signed_accuracy_reward(completions: list[str], answer: Sequence | None = Non
     average, less than not answering when :math:`p < -w / (1 - w)` (1/2 for
     :math:`w = -1`, 2/3 for :math:`w = -2`). Chapter 9 trains on it. Score a missing
     answer at least as low as a wrong one (:func:`accuracy_reward` gives both 0).
-    Floor: ``wrong_score``.
+    Range: [``wrong_score``, 1]; a non-text completion has no answer and gets 0.0,
+    the loophole itself.
     """
     fn = "signed_accuracy_reward"
     if not (math.isfinite(wrong_score) and wrong_score <= 0):

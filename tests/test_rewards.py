@@ -13,7 +13,7 @@ from grpo_lib.rewards import (
     cosine_scaled_reward, countdown_answer_reward, countdown_format_reward,
     countdown_reward, format_reward, language_consistency_reward, length_reward,
     reasoning_steps_reward, repetition_penalty_reward, reward_name,
-    soft_format_reward, soft_overlong_punishment, with_params,
+    signed_accuracy_reward, soft_format_reward, soft_overlong_punishment, with_params,
 )
 
 # The seed's four outputs for "What is 2 + 3 * 4?" (seed 001, part 1 §8).
@@ -329,7 +329,7 @@ def test_adversarial_completions_score_within_one_second(name):
     scores = dict(zip(labels, timed(fn, completions, **cols)))
     assert all(math.isfinite(s) for s in scores.values())
     floors = {"format_reward": 0.0, "soft_format_reward": 0.0, "accuracy_reward": 0.0,
-              "answer_anywhere_reward": 0.0,
+              "answer_anywhere_reward": 0.0, "signed_accuracy_reward": 0.0,
               "countdown_format_reward": 0.0, "countdown_answer_reward": 0.0,
               "countdown_reward": 0.0, "countdown_value_only_reward": 0.0,
               "language_consistency_reward": 0.0,
@@ -407,3 +407,27 @@ def test_answer_anywhere_reward_pays_the_loophole():
     gold = ["14"] * 5
     assert answer_anywhere_reward(texts, answer=gold) == [1.0, 1.0, 1.0, 0.0, 0.0]
     assert accuracy_reward(texts, answer=gold) == [1.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_signed_accuracy_reward_pays_no_answer_above_a_wrong_one():
+    # right, wrong, no answer block (plain text), unclosed block, empty block, None
+    texts = ["<think> 3 * 4 = 12, 2 + 12 = 14 </think> <answer> 14 </answer>",
+             "<think> 3 * 4 = 12 </think> <answer> 15 </answer>",
+             "3 * 4 = 12, 2 + 12 = 14. The answer is 14.",
+             "<think> 3 * 4 = 12 </think> <answer> 14",
+             "<answer> </answer>",
+             None]
+    gold = ["14"] * 6
+    assert signed_accuracy_reward(texts, answer=gold) == [1.0, -1.0, 0.0, 0.0, -1.0,
+                                                          0.0]
+    harsh = signed_accuracy_reward(texts, answer=gold, wrong_score=-2.0)
+    assert harsh == [1.0, -2.0, 0.0, 0.0, -2.0, 0.0]
+    # break-even: answering with success p pays p + (1 - p) w = 0 at p = -w / (1 - w)
+    for w, p in ((-1.0, 0.5), (-2.0, 2 / 3)):
+        assert math.isclose(p + (1 - p) * w, 0.0, abs_tol=1e-12)
+    for bad in (0.5, float("nan"), float("-inf")):
+        with pytest.raises(ValueError, match="wrong_score must be a finite number"):
+            signed_accuracy_reward(texts, answer=gold, wrong_score=bad)
+    with pytest.raises(TypeError, match="needs the column 'answer'"):
+        signed_accuracy_reward(texts)
+
