@@ -38,7 +38,8 @@ __all__ = [
     "countdown_answer_reward", "countdown_reward",
     "countdown_verdict", "COUNTDOWN_VERDICTS", "countdown_value_only_reward",
     "language_consistency_reward", "reasoning_steps_reward", "length_reward",
-    "cosine_scaled_reward", "repetition_penalty_reward", "soft_overlong_punishment",
+    "cosine_scaled_reward", "length_bonus_reward", "repetition_penalty_reward",
+    "soft_overlong_punishment",
     "combine_rewards", "CombinedReward", "with_params", "reward_name",
     "REWARD_FUNCTIONS",
 ]
@@ -519,6 +520,26 @@ def repetition_penalty_reward(completions: list[str], ngram_size: int = 3,
     return [max_penalty * f if f else 0.0 for f in fractions]  # 0.0, never -0.0
 
 
+def length_bonus_reward(completions: list[str], max_tokens: int = 96,
+                        completion_ids: Sequence | None = None,
+                        **kwargs) -> list[float]:
+    r"""A well-meant "think longer" bonus: :math:`r = \min(1, L / L_\text{max})`.
+
+    :math:`L` is the completion's length in tokens if ``completion_ids`` is given
+    (the trainer and TRL pass it), else in characters. Chapter 9 adds it at weight 0.1
+    to the accuracy and format rewards and trains on it: within a group whose answers
+    are all right it is the only difference between the rewards, and the group's
+    standardisation turns that 0.1 into the whole advantage. Floor: 0.0.
+    """
+    fn = "length_bonus_reward"
+    if max_tokens < 1:
+        raise ValueError(f"{fn}: max_tokens must be >= 1, got {max_tokens}")
+    texts = _texts(completions, fn)
+    lengths = _lengths(texts, completion_ids, fn)
+    return [0.0 if t is None else min(1.0, n / max_tokens)
+            for t, n in zip(texts, lengths)]
+
+
 def soft_overlong_punishment(completions: list[str], max_completion_len: int = 512,
                              soft_punish_cache: int = 128,
                              completion_ids: Sequence | None = None,
@@ -660,7 +681,8 @@ REWARD_FUNCTIONS: dict[str, RewardFunction] = {
         signed_accuracy_reward, countdown_format_reward,
         countdown_answer_reward, countdown_reward, countdown_value_only_reward,
         language_consistency_reward, reasoning_steps_reward, length_reward,
-        cosine_scaled_reward, repetition_penalty_reward, soft_overlong_punishment,
+        cosine_scaled_reward, length_bonus_reward, repetition_penalty_reward,
+        soft_overlong_punishment,
     )
 }
 """Every reward function by name, for configs: ``REWARD_FUNCTIONS["format_reward"]``."""

@@ -11,7 +11,8 @@ from grpo_lib.rewards import (
     REWARD_FUNCTIONS, CombinedReward, accuracy_reward, answer_anywhere_reward,
     combine_rewards,
     cosine_scaled_reward, countdown_answer_reward, countdown_format_reward,
-    countdown_reward, format_reward, language_consistency_reward, length_reward,
+    countdown_reward, format_reward, language_consistency_reward, length_bonus_reward,
+    length_reward,
     reasoning_steps_reward, repetition_penalty_reward, reward_name,
     signed_accuracy_reward, soft_format_reward, soft_overlong_punishment, with_params,
 )
@@ -335,7 +336,7 @@ def test_adversarial_completions_score_within_one_second(name):
               "language_consistency_reward": 0.0,
               "reasoning_steps_reward": 0.0, "repetition_penalty_reward": 0.0,
               "soft_overlong_punishment": 0.0, "length_reward": 0.0,
-              "cosine_scaled_reward": -1.0}
+              "cosine_scaled_reward": -1.0, "length_bonus_reward": 0.0}
     for label in ("none", "float", "nan", "empty"):
         assert scores[label] == floors[name], (label, scores[label])
 
@@ -430,4 +431,13 @@ def test_signed_accuracy_reward_pays_no_answer_above_a_wrong_one():
             signed_accuracy_reward(texts, answer=gold, wrong_score=bad)
     with pytest.raises(TypeError, match="needs the column 'answer'"):
         signed_accuracy_reward(texts)
+
+
+def test_length_bonus_reward_counts_tokens_and_caps_at_one():
+    texts = ["<answer> 14 </answer>", "x" * 500, None]
+    ids = [[1] * 48, [1] * 200, []]
+    assert length_bonus_reward(texts, completion_ids=ids) == [0.5, 1.0, 0.0]
+    assert length_bonus_reward(texts, max_tokens=400) == [21 / 400, 1.0, 0.0]
+    with pytest.raises(ValueError, match="max_tokens must be >= 1"):
+        length_bonus_reward(texts, max_tokens=0)
 
