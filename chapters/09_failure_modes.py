@@ -17,18 +17,20 @@
 #
 # A GRPO run rarely crashes. It fails quietly: the reward goes up while the model gets
 # worse, or nothing moves at all, or the completions fill up with the same phrase. The
-# only way to notice is to read the right metric. This chapter causes five classic
+# only way to notice is to read the right metric. This chapter causes six classic
 # failures on purpose, each from a setting that looks harmless, and reads each one off
 # the columns the trainer logs (`metrics.csv`, {doc}`07_full_loop`) and the
 # evaluation harness ({doc}`05_tiny_base_model`):
 #
-# 1. a **hackable reward**: the reward climbs, the held-out accuracy falls; then a
-#    grader with a loophole (`str(answer) in completion`), trained for 150 steps;
+# 1. a **hackable reward**: the reward climbs, the held-out accuracy falls; then five
+#    graders with loopholes, each trained on, and the one loophole RL takes;
 # 2. a **large KL coefficient**: the policy is held near the reference model;
 # 3. **zero-variance groups**: every completion of a prompt gets the same reward, so
 #    there is no advantage and nothing to learn, and DAPO's dynamic sampling as the fix;
-# 4. **repetition**: completions that repeat a step;
-# 5. the **"loss is zero"** puzzle: why the logged loss of GRPO is about 0 while the
+# 4. **entropy collapse**: the policy grows certain and its groups alike, and four
+#    remedies measured;
+# 5. **repetition**: completions that repeat a step;
+# 6. the **"loss is zero"** puzzle: why the logged loss of GRPO is about 0 while the
 #    model learns.
 
 # %%
@@ -58,7 +60,8 @@ from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.objective import kl_estimate
 from grpo_lib.profiles import profile
 from grpo_lib.rewards import (accuracy_reward, answer_anywhere_reward, format_reward,
-                              repetition_penalty_reward)
+                              length_bonus_reward, repetition_penalty_reward,
+                              signed_accuracy_reward)
 from grpo_lib.sampling import generate
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR
@@ -222,11 +225,17 @@ say(f"with the format-only reward the held-out format rate went from "
 
 # %% [markdown]
 # (ch09-loophole)=
-# ## A loophole that RL finds by itself
+# ## Graders with loopholes, trained on
 #
 # Format-only is a wrong specification: nothing in it asks for the right answer. A
-# subtler bug is a grader that asks for the right answer and pays more besides. A
-# common one-liner checks whether the gold answer occurs anywhere in the completion,
+# subtler bug is a grader that asks for the right answer and pays for something else
+# besides. This section trains on five such graders, one of them at two settings.
+# Whether RL takes a loophole depends on what the policy already samples and on what
+# honest work pays, and the runs land on both sides.
+#
+# ### A grader that searches the whole text
+#
+# A common one-liner checks whether the gold answer occurs anywhere in the completion,
 # `str(answer) in completion`. Every right answer passes it, so a few spot checks
 # look fine. `grpo_lib.rewards` keeps it, for this section only:
 
@@ -362,6 +371,312 @@ say(f"Paid but wrong, as a share of the sampled completions: "
 # is zero for a correct grader. The second is the held-out accuracy under strict
 # parsing. The fix is the parsing of {doc}`03_rule_rewards`: read the `<answer>`
 # block, compare it as a number, and never search the whole text.
+
+# %% [markdown]
+# ### A grader that pays for not answering
+#
+# A second grader penalises wrong answers, to discourage guessing: +1 for a right
+# answer, $w < 0$ for a wrong one. Its author thought of a completion without an
+# `<answer>` block as a formatting problem and gave it 0:
+
+# %%
+show_source(signed_accuracy_reward, docstring=False)
+
+# %% [markdown]
+# Nothing in it asks the policy not to answer. But on a prompt that the policy gets
+# right with probability $p$, answering earns $p + (1 - p)\,w$ on average and not
+# answering earns 0, so not answering pays more whenever $p < -w / (1 - w)$: below
+# 1/2 for $w = -1$, below 2/3 for $w = -2$. The base model already writes some
+# completions without the block (a fifth of them fail the format), so the policy
+# samples the loophole from the first step. Four runs train chapter 7's configuration
+# on this grader alone, $w = -1$ and $w = -2$, seeds 0 and 1, 150 steps each; the
+# comparison is chapter 8's `grpo` pair again. The trainer logs the grader's mean
+# $\bar r$ and the strict accuracy $a$ of the same samples, and the two give the three
+# shares: right $= a$, wrong $= (a - \bar r) / (-w)$, no answer $= 1 -$ right $-$ wrong.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+SIGNED = {-1.0: ("ch09_signed", "reward/signed_accuracy_reward"),
+          -2.0: ("ch09_signed2", "reward/signed_accuracy_reward(wrong_score=-2.0)")}
+signed = {(w, s): pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "metrics.csv")
+          for w, (stem, _) in SIGNED.items() for s in (0, 1)}
+
+
+def outcome_shares(m, w):
+    """Right, wrong and no-answer shares per step, from the grader's mean."""
+    right, mean = m["accuracy"], m[SIGNED[w][1]]
+    wrong = (right - mean) / -w
+    return pd.DataFrame({"right": right, "wrong": wrong,
+                         "no answer": 1 - right - wrong})
+
+
+fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.4), sharey=True,
+                         constrained_layout=True)
+for ax, w in zip(axes, SIGNED):
+    for s in (0, 1):
+        shares = outcome_shares(signed[w, s], w).rolling(10, min_periods=1).mean()
+        steps = signed[w, s]["step"]
+        line, = ax.plot(steps, shares["no answer"], label=f"no answer, seed {s}")
+        ax.plot(steps, shares["right"], ls="--", color=line.get_color(),
+                label=f"right, seed {s}")
+    ax.set(title=f"signed grader, w = {w:g}", xlabel="step")
+    ax.grid(alpha=0.3)
+axes[0].set_ylabel("share of sampled completions")
+axes[0].set_ylim(0, 1)
+axes[0].legend(fontsize=7)
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+signed_rows = []
+for w, (stem, _) in SIGNED.items():
+    for s in (0, 1):
+        shares = outcome_shares(signed[w, s], w)
+        ev = pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "eval.csv").set_index("step")
+        signed_rows.append({
+            "w": w, "seed": s,
+            "no answer, first 10 steps": shares["no answer"].head(10).mean(),
+            "no answer, last 25": shares["no answer"].tail(25).mean(),
+            "right, first 10": shares["right"].head(10).mean(),
+            "right, last 25": shares["right"].tail(25).mean(),
+            "held-out strict @150": ev.loc[150, "strict_acc"]})
+signed_table = pd.DataFrame(signed_rows).set_index(["w", "seed"])
+display(signed_table.round(3))
+fair_acc = [pd.read_csv(RUNS / f"ch08_grpo_seed{s}_cpu" / "eval.csv")
+            .set_index("step").loc[150, "strict_acc"] for s in (0, 1)]
+
+
+def first_step_above(m, w):
+    """First step whose 10-step mean right share is above the break-even -w/(1-w)."""
+    right = outcome_shares(m, w)["right"].rolling(10, min_periods=1).mean()
+    above = m["step"][right > -w / (1 - w)]
+    return int(above.iloc[0]) if len(above) else "never"
+
+
+crossing = {(w, s): first_step_above(signed[w, s], w) for w, s in signed}
+say(f"The policy stops not answering: the no-answer share falls from "
+    f"{signed_table['no answer, first 10 steps'].min():.2f}-"
+    f"{signed_table['no answer, first 10 steps'].max():.2f} over the first ten steps "
+    f"to {signed_table['no answer, last 25'].min():.3f}-"
+    f"{signed_table['no answer, last 25'].max():.3f} over the last 25, in all four "
+    f"runs. The 10-step mean of the right share passes the break-even "
+    f"$-w/(1-w)$ at step " + ", ".join(f"{crossing[k]} ($w = {k[0]:g}$, seed {k[1]})"
+                                       for k in crossing)
+    + f". Held-out strict accuracy after 150 steps: "
+    + ", ".join(f"{v:.3f}" for v in signed_table["held-out strict @150"])
+    + f", against {fair_acc[0]:.3f} and {fair_acc[1]:.3f} with `accuracy_reward`.")
+
+# %% [markdown]
+# The loophole was there and the policy did not take it. For $w = -2$, not answering
+# paid more than answering on the average prompt for the first dozen steps, and the
+# no-answer share fell all the same. The completions without an answer are mostly a
+# style of the pretraining corpus, a trace that ends in plain text ("... The answer
+# is 26.") or loops until the token limit, written on easy and hard prompts alike. To
+# profit, the policy would have to withhold its answer on the prompts it gets wrong
+# and only there; it learned the arithmetic first, and once the right share is past
+# the break-even, answering pays on the average prompt. A policy that can tell which
+# prompts it fails would find this loophole, so score a missing answer at least as
+# low as a wrong one, and log the share of completions without an answer.
+
+# %%
+def run_metrics(stem):
+    """metrics.csv and eval.csv (indexed by step) of the committed runs, seeds 0, 1."""
+    return [(pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "metrics.csv"),
+             pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "eval.csv").set_index("step"))
+            for s in (0, 1)]
+
+
+def mean_range(values, digits=3):
+    """'mean (min-max)' of the seeds' values."""
+    return (f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-"
+            f"{max(values):.{digits}f})")
+
+# %% [markdown]
+# (ch09-length-bonus)=
+# ### A bonus for thinking longer
+#
+# Responses grow longer during R1-Zero's training, and longer thinking helps on hard
+# problems {cite}`deepseekai2025r1`, so it is tempting to pay for length. A
+# well-meant version keeps the task in the reward: accuracy + 0.1 · format + 0.1 ·
+# a length bonus.
+
+# %%
+show_source(length_bonus_reward, docstring=False)
+
+# %% [markdown]
+# A weight of 0.1 looks harmless next to 1 for a right answer, but GRPO standardises
+# the rewards inside each group. In a group whose eight answers are all right, the
+# bonus is the only difference left between them, and after the division by the
+# group's standard deviation the longest completion gets an advantage as large as a
+# right answer gets in a mixed group. From step 1, a quarter of the groups are all
+# right, and later most of them. Two runs train chapter 7's configuration on this
+# reward, seeds 0 and 1, 150 steps, with `repetition_penalty_reward` at weight 0 to
+# log the share of repeated word trigrams.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+bonus_runs = run_metrics("ch09_length_bonus")
+panels = [("completion_length", "length (tokens)"),
+          ("repeated", "repeated trigrams (share)"),
+          ("truncated_frac", "cut at 96 tokens (share)"),
+          ("zero_std_frac", "groups with equal rewards")]
+fig, axes = plt.subplots(2, 2, figsize=(7.3, 5.4), sharex=True,
+                         constrained_layout=True)
+for s, (m, _) in enumerate(bonus_runs):
+    m = m.assign(repeated=-m["reward/repetition_penalty_reward"])
+    for ax, (col, label) in zip(axes.flat, panels):
+        ax.plot(m["step"], m[col].rolling(10, min_periods=1).mean(),
+                label=f"length bonus, seed {s}")
+        ax.set_title(label, fontsize=10)
+for s, (m, _) in enumerate(run_metrics("ch08_grpo")):
+    for ax, (col, _) in zip(axes.flat, panels):
+        if col in m:
+            ax.plot(m["step"], m[col].rolling(10, min_periods=1).mean(), color="grey",
+                    ls=":", label="accuracy_reward" if s == 0 else None)
+for ax in axes.flat:
+    ax.grid(alpha=0.3)
+for ax in axes[1]:
+    ax.set_xlabel("step")
+axes[0, 0].legend(fontsize=7)
+fig.suptitle("Think-longer bonus, two seeds (10-step means)", fontsize=10)
+plt.show()
+
+# %% [markdown]
+# The runs saved their completions every 25 steps. The most repetitive one of each
+# seed at the last saved step:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+bonus_samples = pd.concat(
+    [pd.read_json(RUNS / f"ch09_length_bonus_seed{s}_cpu" / "samples.jsonl",
+                  lines=True).assign(seed=s) for s in (0, 1)], ignore_index=True)
+bonus_samples["repeated"] = -bonus_samples["reward/repetition_penalty_reward"]
+final = bonus_samples[bonus_samples["step"] == bonus_samples["step"].max()]
+for s, group in final.groupby("seed"):
+    row = group.sort_values("repeated").iloc[-1]
+    print(f"seed {s}, {row['question']} = {row['answer']} ({row['length']} tokens, "
+          f"repeated trigrams {row['repeated']:.2f}):\n  {row['completion'][:84]}\n"
+          f"  {row['completion'][84:168]}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def window(m, col, steps):
+    """Mean of a column over a window of steps, e.g. range(1, 26)."""
+    return m.loc[m["step"].isin(steps), col].mean()
+
+
+early, late = range(1, 26), range(126, 151)
+for s, (m, ev) in enumerate(bonus_runs):
+    say(f"Seed {s}: length {window(m, 'completion_length', early):.1f} tokens over "
+        f"steps 1-25, {window(m, 'completion_length', late):.1f} over steps 126-150; "
+        f"repeated trigrams "
+        f"{-window(m, 'reward/repetition_penalty_reward', early):.3f} then "
+        f"{-window(m, 'reward/repetition_penalty_reward', late):.3f}; cut at the "
+        f"limit {window(m, 'truncated_frac', early):.3f} then "
+        f"{window(m, 'truncated_frac', late):.3f}; groups with equal rewards "
+        f"{window(m, 'zero_std_frac', early):.2f} then "
+        f"{window(m, 'zero_std_frac', late):.2f}; training accuracy "
+        f"{window(m, 'accuracy', late):.3f} over the last 25 steps; held-out strict "
+        f"accuracy {ev['strict_acc'].iloc[-1]:.3f} at step 150.")
+
+# %% [markdown]
+# ### Two more graders, and when RL takes a loophole
+#
+# Two more graders with a loophole were trained on, two seeds each, with the
+# commands in each run's `README.md`:
+#
+# * **Open-R1's cosine length reward** {cite}`openr1` in place of `accuracy_reward`
+#   (`cosine_scaled_reward`, after {cite}`yeo2025longcot`, `max_len=96`): a short
+#   right answer earns most, and a wrong answer loses less the longer it is, so when
+#   the policy is going to be wrong it is paid to be long. Measure: how many tokens
+#   longer the wrong answers of a group are than its right ones (`length_gap_in_group`).
+# * **Countdown's value-only checker**, `countdown_value_only_reward` in place of
+#   the honest grader on chapter 17's task ({doc}`17_countdown`: write an expression
+#   that uses each given number once and equals the target), 50 steps. It pays an
+#   expression that reaches the target with the wrong numbers, and on Countdown the
+#   tiny model rarely solves a puzzle honestly ({doc}`17_countdown`), so the hack is
+#   the cheaper road. Measure: the share paid by the checker but not by the honest
+#   grader, which is logged at weight 0.
+#
+# The table puts the six settings of this section side by side: the measure of each
+# exploit over the first 10 steps and the last 25 (mean over the two seeds, range in
+# brackets), the share of groups whose rewards are all equal over the last 25 steps,
+# and the held-out strict accuracy at the end.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def paid_but_wrong(paid_col, honest_col):
+    """Per-step share of completions the grader pays and the honest check does not."""
+    return lambda m: m[paid_col] - m[honest_col]
+
+
+LOOPHOLES = {
+    "answer anywhere": ("ch09_answer_anywhere", "paid but wrong",
+                        paid_but_wrong("reward/answer_anywhere_reward", "accuracy")),
+    "signed, w = -1": ("ch09_signed", "no answer",
+                       lambda m: outcome_shares(m, -1.0)["no answer"]),
+    "signed, w = -2": ("ch09_signed2", "no answer",
+                       lambda m: outcome_shares(m, -2.0)["no answer"]),
+    "cosine length reward": ("ch09_cosine", "wrong - right (tokens)",
+                             lambda m: m["length_gap_in_group"]),
+    "think-longer bonus": ("ch09_length_bonus", "length (tokens)",
+                           lambda m: m["completion_length"]),
+    "Countdown, value only": ("ch09_countdown_value_only", "paid, wrong numbers",
+                              paid_but_wrong("reward/countdown_value_only_reward",
+                                             "reward/countdown_answer_reward")),
+}
+loophole_rows = []
+for name, (stem, measure, exploit) in LOOPHOLES.items():
+    runs = run_metrics(stem)
+    loophole_rows.append({
+        "grader": name, "exploit measure": measure,
+        "first 10 steps": mean_range([exploit(m).head(10).mean() for m, _ in runs]),
+        "last 25 steps": mean_range([exploit(m).tail(25).mean() for m, _ in runs]),
+        "dead groups, last 25": mean_range(
+            [m["zero_std_frac"].tail(25).mean() for m, _ in runs], 2),
+        "held-out strict, end": mean_range([ev["strict_acc"].iloc[-1]
+                                            for _, ev in runs])})
+pd.DataFrame(loophole_rows).set_index("grader")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+fair_gap = [m["length_gap_in_group"] for m, _ in run_metrics("ch08_grpo")]
+say(f"For comparison, in the `accuracy_reward` pair the difference wrong minus right "
+    f"within a group is {np.mean([g.head(10).mean() for g in fair_gap]):+.1f} tokens "
+    f"over the first 10 steps and {np.mean([g.tail(25).mean() for g in fair_gap]):+.1f}"
+    f" over the last 25.")
+cd_last = pd.read_json(RUNS / "ch09_countdown_value_only_seed0_cpu" / "samples.jsonl",
+                       lines=True)
+cd_last = cd_last[cd_last["step"] == cd_last["step"].max()]
+print("Countdown, seed 0, the last saved step, three completions:")
+for text in cd_last["completion"].head(3):
+    print("  " + text[:84])
+
+# %% [markdown]
+# In five of the six settings the loophole was not taken. The paid-but-wrong and
+# no-answer shares fell; the cosine reward's gap between wrong and right answers
+# moved as it moved with `accuracy_reward`; Countdown's hack stayed near the rate it
+# was sampled at first. The think-longer bonus was taken by one seed of two, in the
+# second half of its run (the plot of its section).
+#
+# A loophole is taken only if the policy samples the exploit, and only if the exploit
+# pays more than honest work in the groups where it is sampled. This policy samples
+# little variety: its entropy is small and falls ({ref}`ch09-entropy`), and by the end
+# most of its groups have equal rewards (the dead-groups column). In the length-bonus
+# runs, where the reward counts tokens, equal rewards mean eight completions of the
+# same length. The length bonus pays in every all-right group, and those are most
+# groups; not answering, writing the gold somewhere, or being long when wrong pays
+# only on the prompts the policy gets wrong, and the policy learned the arithmetic
+# first. On Countdown the honest task was out of reach, but the policy did not find
+# the hack either: it settled on the format reward, the only reward it collected
+# reliably, with short answers built from ones (the same collapse as
+# {doc}`17_countdown`). The seed that took the length loophole has the lowest
+# dead-groups share of the table: its padded completions differ in length, so its
+# groups came back to life.
+#
+# So a loophole that is not taken at this scale is still a loophole: a policy that
+# samples more variety, or trains longer, meets it more often. Log the exploit's
+# measure from the first step, next to the reward.
 
 # %% [markdown]
 # (ch09-kl)=
@@ -766,13 +1081,6 @@ say(f"On the easy prompts a share {easy_row['zero_std_frac (all sampled)']:.2f} 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-def run_metrics(stem):
-    """metrics.csv and eval.csv (indexed by step) of the committed runs, seeds 0, 1."""
-    return [(pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "metrics.csv"),
-             pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "eval.csv").set_index("step"))
-            for s in (0, 1)]
-
-
 grpo_runs = run_metrics("ch08_grpo")
 for seed, (m, _) in enumerate(grpo_runs):
     say(f"Seed {seed}: entropy {m['entropy'].head(10).mean():.4f} nats per token over "
@@ -802,11 +1110,13 @@ for seed, (m, _) in enumerate(grpo_runs):
 #   cut off at the token limit is graded as a failure although it may have been on its
 #   way to a right answer; the filter drops its tokens from the loss. It matters only
 #   when many completions are cut, so these runs use a 64-token limit (chapter 7's
-#   answers take about 58 tokens) and compare with the same limit unfiltered.
+#   answers take about 58 tokens) and compare with the same limit unfiltered, for
+#   75 steps.
 #
-# Each remedy is one change to chapter 7's run, two seeds, 150 steps, one torch thread
-# per run and two runs at a time on this CPU; the commands are in each run's
-# `README.md`.
+# Each remedy is one change to chapter 7's run, two seeds, 150 steps unless noted, one
+# torch thread per run and two runs at a time on this CPU; the commands are in each
+# run's `README.md`. The held-out columns are the harness at the run's first and last
+# evaluation, at the run's own token limit.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -820,11 +1130,6 @@ REMEDIES = {"mu = 1 (chapter 7)": "ch08_grpo",
 remedy_runs = {label: run_metrics(stem) for label, stem in REMEDIES.items()}
 
 
-def mean_range(values, digits=3):
-    """'mean (min-max)' of the seeds' values."""
-    return (f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-"
-            f"{max(values):.{digits}f})")
-
 
 remedy_rows = []
 for label, runs in remedy_runs.items():
@@ -836,8 +1141,10 @@ for label, runs in remedy_runs.items():
             [m["zero_std_frac"].tail(25).mean() for m, _ in runs], 2),
         "clipped high": mean_range([m["clip_frac_high"].mean() for m, _ in runs], 4),
         "truncated": mean_range([m["truncated_frac"].mean() for m, _ in runs]),
-        "held-out strict @0": mean_range([ev.loc[0, "strict_acc"] for _, ev in runs]),
-        "held-out strict @150": mean_range([ev.loc[150, "strict_acc"]
+        "steps": len(runs[0][0]),
+        "held-out strict, start": mean_range([ev["strict_acc"].iloc[0]
+                                              for _, ev in runs]),
+        "held-out strict, end": mean_range([ev["strict_acc"].iloc[-1]
                                             for _, ev in runs])})
 pd.DataFrame(remedy_rows).set_index("run")
 
@@ -865,24 +1172,69 @@ for ax in axes.flat:
 fig.suptitle("One remedy at a time, two seeds each (10-step means)", fontsize=10)
 plt.show()
 
+# %%
+# NBVAL_IGNORE_OUTPUT
+def tail_mean(label, col, n=25):
+    """Mean over both seeds of a column's last n steps."""
+    return np.mean([m[col].tail(n).mean() for m, _ in remedy_runs[label]])
+
+
+def end_acc(label):
+    """Mean over both seeds of the held-out strict accuracy at the last evaluation."""
+    return np.mean([ev["strict_acc"].iloc[-1] for _, ev in remedy_runs[label]])
+
+
+pairs = [("entropy bonus 0.02", "mu = 1 (chapter 7)"),
+         ("temperature 1.2", "mu = 1 (chapter 7)"),
+         ("mu = 2, clip-higher 0.28", "mu = 2 (chapter 8)"),
+         ("64 tokens, overlong filter", "64-token limit")]
+say("Each remedy against its comparison, means of two seeds over the last 25 steps "
+    "(entropy; groups with equal rewards) and at the last evaluation (held-out "
+    "strict accuracy):\n" + "\n".join(
+        f"- {r}: entropy {tail_mean(r, 'entropy'):.4f} against "
+        f"{tail_mean(b, 'entropy'):.4f}; equal-reward groups "
+        f"{tail_mean(r, 'zero_std_frac'):.2f} against "
+        f"{tail_mean(b, 'zero_std_frac'):.2f}; held-out {end_acc(r):.3f} against "
+        f"{end_acc(b):.3f}" for r, b in pairs))
+
+# %% [markdown]
+# Read with the table and the figure:
+#
+# * **Temperature 1.2** is the remedy that kept groups alive here: fewer groups with
+#   equal rewards over the last 25 steps, at a held-out accuracy within a point of
+#   the $T = 1$ runs'. (Its logged entropy is that of the tempered distribution, so it
+#   is higher by construction.)
+# * **The entropy bonus at 0.02** raised the entropy a little and left the share of
+#   groups with equal rewards where it was. Its gradient is small on tokens this
+#   certain; a larger coefficient, with its own seeds, is the next experiment.
+# * **Clip-higher** acts only on tokens whose ratio reaches $1 + \varepsilon$, and
+#   with $\mu = 2$ that is a fraction of a percent of the tokens (the `clipped high`
+#   column): too few for the higher bound to show in the entropy or in the accuracy
+#   beyond the spread of two seeds.
+# * **Overlong filtering** at a 64-token limit, where about a fifth or more of the
+#   samples are cut off: without the filter a cut-off completion is scored as a wrong
+#   one, and its tokens are pushed down with the tokens of real mistakes. With the
+#   filter both seeds end with a higher held-out accuracy than both seeds without it,
+#   while more of their completions are still cut off: nothing in the loss pushes
+#   them to be shorter. Their entropy ends lower than without the filter, so here the
+#   filter protected the accuracy, not the entropy.
+#
+# Entropy collapse is also why so few loopholes were taken in {ref}`ch09-loophole`: a
+# policy whose groups are mostly alike rarely samples an exploit, and it cannot
+# reinforce one it does not sample.
+
 # %% [markdown]
 # (ch09-repetition)=
 # ## Repetition
 #
-# Responses get longer during R1-Zero's training, and longer thinking helps on hard
-# problems {cite}`deepseekai2025r1`; so it is tempting to *reward* length. A reward
-# for length pays for the cheapest way to be long, and this base model knows one: its
-# pretraining corpus contains "rambling" traces that repeat a step
-# ({doc}`05_tiny_base_model`). Here
-# is a well-meant "think longer" reward, tokens / 96 capped at 1, with the format
-# reward at 0.1, and no accuracy term:
+# The think-longer bonus of {ref}`ch09-length-bonus` kept the task in the reward, and
+# one seed of two found the padding. Without the task term the push is stronger. A
+# reward for length pays for the cheapest way to be long, and this base model knows
+# one: its pretraining corpus contains "rambling" traces that repeat a step
+# ({doc}`05_tiny_base_model`). Here is the same bonus, tokens / 96 capped at 1, with
+# the format reward at 0.1 and no accuracy term:
 
 # %%
-def longer_is_better(completions, completion_ids=None, **kwargs):
-    """A misguided "think longer" reward: completion tokens / 96, capped at 1."""
-    return [min(len(ids), 96) / 96 for ids in completion_ids]
-
-
 show_source(repetition_penalty_reward, docstring=False)
 
 # %% [markdown]
@@ -899,7 +1251,7 @@ show_source(repetition_penalty_reward, docstring=False)
 # NBVAL_IGNORE_OUTPUT
 rep_metrics, rep_eval, rep_samples, _ = train_run(
     "longer_is_better", ["reward_weights=[0.1, 1.0, 0.0]"],
-    reward_funcs=[format_reward, longer_is_better, repetition_penalty_reward])
+    reward_funcs=[format_reward, length_bonus_reward, repetition_penalty_reward])
 
 # %%
 fig, axes = plt.subplots(3, 1, figsize=(7.3, 7.2), sharex=True,
@@ -1059,9 +1411,10 @@ print(f"by hand: dapo -sum_i A_i |o_i| / N = {dapo_by_hand.item():+.4f}, "
 # | failure | what you see in the metrics | what to do |
 # | --- | --- | --- |
 # | hackable reward | `reward/<fn>` rises, `accuracy` (unrewarded) and held-out strict accuracy fall | reward the goal, log the goal separately, evaluate held out |
-# | grader with a loophole | `reward/<fn>` above `accuracy` on the same samples (paid but wrong); held-out strict accuracy below a run with a correct grader | parse the answer; never search the whole completion |
+# | grader with a loophole | `reward/<fn>` above `accuracy` on the same samples (paid but wrong); the exploit's own measure rising (length and repeated trigrams under a length bonus); held-out strict accuracy below a run with a correct grader | parse the answer; score a missing answer as low as a wrong one; log each exploit's measure from step 1, as a reward function at weight 0 |
 # | large $\beta$ | `kl` held small while `accuracy` stays flat; a smaller distance to the base and a smaller held-out gain than a $\beta = 0$ run | $\beta = 0$ for reasoning RL from a base model; otherwise pick $\beta$ from the balance points of {ref}`ch09-kl-balance` |
 # | zero-variance groups | high `zero_std_frac`, smaller `grad_norm` (zero when every group is dead) | filter the prompts; `dynamic_sampling=True` at a generation cost |
+# | entropy collapse | `entropy` falling and `zero_std_frac` rising while the accuracy levels off | a higher sampling temperature; clip-higher where the upper clip binds; an entropy bonus large enough to act; judge each by `zero_std_frac` |
 # | repetition | `repetition_rate` of the harness, `completion_length` and `truncated_frac` rising | check what the reward pays for; a repetition penalty |
 # | loss ≈ 0 | `loss` ≈ 0 while `grad_norm` > 0 | nothing is wrong: read the reward and held-out metrics |
 
