@@ -387,7 +387,7 @@ show_source(signed_accuracy_reward, docstring=False)
 # right with probability $p$, answering earns $p + (1 - p)\,w$ on average and not
 # answering earns 0, so not answering pays more whenever $p < -w / (1 - w)$: below
 # 1/2 for $w = -1$, below 2/3 for $w = -2$. The base model already writes some
-# completions without the block (a fifth of them fail the format), so the policy
+# completions without the block (the first column of the table below), so the policy
 # samples the loophole from the first step. Four runs train chapter 7's configuration
 # on this grader alone, $w = -1$ and $w = -2$, seeds 0 and 1, 150 steps each; the
 # comparison is chapter 8's `grpo` pair again. The trainer logs the grader's mean
@@ -507,11 +507,11 @@ show_source(length_bonus_reward, docstring=False)
 # A weight of 0.1 looks harmless next to 1 for a right answer, but GRPO standardises
 # the rewards inside each group. In a group whose eight answers are all right, the
 # bonus is the only difference left between them, and after the division by the
-# group's standard deviation the longest completion gets an advantage as large as a
-# right answer gets in a mixed group. From step 1, a quarter of the groups are all
-# right, and later most of them. Two runs train chapter 7's configuration on this
-# reward, seeds 0 and 1, 150 steps, with `repetition_penalty_reward` at weight 0 to
-# log the share of repeated word trigrams.
+# group's standard deviation it alone sets advantages of the usual size: the longest
+# completion is pushed up as hard as a right answer in a mixed group. The more the
+# policy gets right, the more groups are all right. Two runs train chapter 7's
+# configuration on this reward, seeds 0 and 1, 150 steps, with
+# `repetition_penalty_reward` at weight 0 to log the share of repeated word trigrams.
 
 # %%
 # NBVAL_IGNORE_OUTPUT

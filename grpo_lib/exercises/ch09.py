@@ -142,7 +142,6 @@ def check_mean_entropy(fn) -> bool:
             raise AssertionError(f"expected a number, got {got!r:.80}.") from None
         if math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-5):
             continue
-        B, T, V = logits.shape
         hint = ""
         logp = torch.log_softmax(logits.double(), dim=-1)
         per_token = -(logp.exp() * logp).sum(-1)  # [B, T]
