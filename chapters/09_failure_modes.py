@@ -271,9 +271,24 @@ say(f"Of {len(paid)} sampled completions, the grader pays {paid.mean():.1%} and 
 # %%
 # NBVAL_IGNORE_OUTPUT
 RUNS = REPO / "data" / "runs"
+
+
+def run_metrics(stem):
+    """metrics.csv and eval.csv (indexed by step) of the committed runs, seeds 0, 1."""
+    return [(pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "metrics.csv"),
+             pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "eval.csv").set_index("step"))
+            for s in (0, 1)]
+
+
+def mean_range(values, digits=3):
+    """'mean (min-max)' of the seeds' values."""
+    return (f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-"
+            f"{max(values):.{digits}f})")
+
+
 loop = {s: pd.read_csv(RUNS / f"ch09_answer_anywhere_seed{s}_cpu" / "metrics.csv")
         for s in (0, 1)}
-fair = {s: pd.read_csv(RUNS / f"ch08_grpo_seed{s}_cpu" / "metrics.csv") for s in (0, 1)}
+grpo_runs = run_metrics("ch08_grpo")  # chapter 8's pair, graded by accuracy_reward
 fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.4), constrained_layout=True)
 for s, m in loop.items():
     smooth = m.rolling(10, min_periods=1).mean()
@@ -283,7 +298,7 @@ for s, m in loop.items():
                  label=f"strict accuracy, seed {s}")
     axes[1].plot(m["step"], smooth["completion_length"], color=line.get_color(),
                  label=f"grader, seed {s}")
-for s, m in fair.items():
+for s, (m, _) in enumerate(grpo_runs):
     axes[1].plot(m["step"], m["completion_length"].rolling(10, min_periods=1).mean(),
                  color="grey", ls=":", label=f"accuracy_reward, seed {s}")
 axes[0].set(xlabel="step", ylabel="share of sampled completions",
@@ -442,8 +457,7 @@ for w, (stem, _) in SIGNED.items():
             "held-out strict @150": ev.loc[150, "strict_acc"]})
 signed_table = pd.DataFrame(signed_rows).set_index(["w", "seed"])
 display(signed_table.round(3))
-fair_acc = [pd.read_csv(RUNS / f"ch08_grpo_seed{s}_cpu" / "eval.csv")
-            .set_index("step").loc[150, "strict_acc"] for s in (0, 1)]
+fair_acc = [ev.loc[150, "strict_acc"] for _, ev in grpo_runs]
 
 
 def first_step_above(m, w):
@@ -477,19 +491,6 @@ say(f"The policy stops not answering: the no-answer share falls from "
 # the break-even, answering pays on the average prompt. A policy that can tell which
 # prompts it fails would find this loophole, so score a missing answer at least as
 # low as a wrong one, and log the share of completions without an answer.
-
-# %%
-def run_metrics(stem):
-    """metrics.csv and eval.csv (indexed by step) of the committed runs, seeds 0, 1."""
-    return [(pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "metrics.csv"),
-             pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "eval.csv").set_index("step"))
-            for s in (0, 1)]
-
-
-def mean_range(values, digits=3):
-    """'mean (min-max)' of the seeds' values."""
-    return (f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-"
-            f"{max(values):.{digits}f})")
 
 # %% [markdown]
 # (ch09-length-bonus)=
@@ -528,7 +529,7 @@ for s, (m, _) in enumerate(bonus_runs):
         ax.plot(m["step"], m[col].rolling(10, min_periods=1).mean(),
                 label=f"length bonus, seed {s}")
         ax.set_title(label, fontsize=10)
-for s, (m, _) in enumerate(run_metrics("ch08_grpo")):
+for s, (m, _) in enumerate(grpo_runs):
     for ax, (col, _) in zip(axes.flat, panels):
         if col in m:
             ax.plot(m["step"], m[col].rolling(10, min_periods=1).mean(), color="grey",
@@ -640,7 +641,7 @@ pd.DataFrame(loophole_rows).set_index("grader")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-fair_gap = [m["length_gap_in_group"] for m, _ in run_metrics("ch08_grpo")]
+fair_gap = [m["length_gap_in_group"] for m, _ in grpo_runs]
 say(f"For comparison, in the `accuracy_reward` pair the difference wrong minus right "
     f"within a group is {np.mean([g.head(10).mean() for g in fair_gap]):+.1f} tokens "
     f"over the first 10 steps and {np.mean([g.tail(25).mean() for g in fair_gap]):+.1f}"
@@ -1081,7 +1082,6 @@ say(f"On the easy prompts a share {easy_row['zero_std_frac (all sampled)']:.2f} 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-grpo_runs = run_metrics("ch08_grpo")
 for seed, (m, _) in enumerate(grpo_runs):
     say(f"Seed {seed}: entropy {m['entropy'].head(10).mean():.4f} nats per token over "
         f"the first ten steps, {m['entropy'].tail(25).mean():.4f} over the last 25; "
