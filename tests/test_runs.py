@@ -1,0 +1,91 @@
+"""grpo_lib.runs: reading committed runs back, seeds, mean and range."""
+import json
+
+import pandas as pd
+import pytest
+
+from grpo_lib.runs import (RUNS_DIR, final_eval, late_mean, load_run, load_seeds,
+                           mean_range, seed_order, seed_table, compare_seeds)
+
+
+def write_run(root, name, acc, entropy, with_eval=True):
+    folder = root / name
+    folder.mkdir(parents=True)
+    pd.DataFrame({"step": [1, 2, 3, 4], "entropy": entropy}).to_csv(
+        folder / "metrics.csv", index=False)
+    if with_eval:
+        pd.DataFrame({"step": [0, 150], "strict_acc": [0.5, acc]}).to_csv(
+            folder / "eval.csv", index=False)
+    (folder / "run_info.json").write_text(json.dumps({"train_seconds": 7}))
+
+
+def test_load_seeds_reads_every_file_in_seed_order(tmp_path):
+    write_run(tmp_path, "x_seed0_cpu", 0.9, [4.0, 3.0, 2.0, 1.0])
+    write_run(tmp_path, "x_seed1_cpu", 0.8, [1.0, 1.0, 1.0, 1.0])
+    runs = load_seeds("x", seeds=(1, 0), runs_dir=tmp_path)
+    assert [r.name for r in runs] == ["x_seed1_cpu", "x_seed0_cpu"]
+    assert runs[1].info == {"train_seconds": 7}
+    assert list(runs[1].evals.index) == [0, 150]
+    assert final_eval(runs) == [0.8, 0.9]  # the last evaluation, not the first
+    assert late_mean(runs, "entropy", last=2) == [1.0, 1.5]
+
+
+def test_mean_range_and_seed_table(tmp_path):
+    assert mean_range([0.904, 0.93]) == "0.917 (0.904-0.930)"
+    assert mean_range([58.24, 67.31], digits=1) == "62.8 (58.2-67.3)"
+    for s, acc in ((0, 0.9), (1, 0.7)):
+        write_run(tmp_path, f"a_seed{s}_cpu", acc, [1.0] * 4)
+        write_run(tmp_path, f"b_seed{s}_cpu", acc - 0.5, [2.0] * 4)
+    settings = {k: load_seeds(k, runs_dir=tmp_path) for k in "ab"}
+    table = seed_table(settings, {"held-out": final_eval,
+                                  "entropy": lambda rs: late_mean(rs, "entropy")},
+                       digits={"entropy": 1})
+    assert table.loc["a", "held-out"] == "0.800 (0.700-0.900)"
+    assert table.loc["b", "held-out"] == "0.300 (0.200-0.400)"
+    assert table.loc["b", "entropy"] == "2.0 (2.0-2.0)"
+
+
+def test_seed_order_needs_every_seed_past_every_other():
+    assert seed_order([0.90, 0.91], [0.92, 0.95]) == "below"
+    assert seed_order([0.96, 0.97], [0.92, 0.95]) == "above"
+    assert seed_order([0.90, 0.93], [0.92, 0.95]) == "overlap"
+    assert seed_order([0.92], [0.92]) == "overlap"  # a tie is not an order
+    with pytest.raises(ValueError):
+        seed_order([], [0.5])
+    assert compare_seeds([0.90, 0.91], [0.92, 0.95], "grpo") == (
+        "both seeds below both seeds of grpo")
+    assert compare_seeds([0.90, 0.93], [0.92, 0.95], "grpo") == (
+        "a seed range overlapping that of grpo")
+
+
+def test_missing_run_names_the_runs_that_exist(tmp_path):
+    write_run(tmp_path, "x_seed0_cpu", 0.9, [1.0] * 4)
+    with pytest.raises(FileNotFoundError, match="x_seed0_cpu"):
+        load_seeds("x", seeds=(0, 1), runs_dir=tmp_path)
+    with pytest.raises(FileNotFoundError, match="README.md"):
+        load_run("nothing_here", runs_dir=tmp_path)
+
+
+def test_bad_requests_raise_clear_errors(tmp_path):
+    write_run(tmp_path, "x_seed0_cpu", 0.9, [1.0] * 4, with_eval=False)
+    runs = load_seeds("x", seeds=(0,), runs_dir=tmp_path)
+    with pytest.raises(ValueError, match="strict_acc"):
+        final_eval(runs)
+    with pytest.raises(KeyError, match="kl"):
+        late_mean(runs, "kl")
+    with pytest.raises(ValueError):
+        load_seeds("x", seeds=(), runs_dir=tmp_path)
+    with pytest.raises(ValueError):
+        mean_range([])
+    assert mean_range([float("nan"), float("nan")]) == "n/a"  # not logged at all
+    with pytest.raises(ValueError, match="NaN"):
+        mean_range([0.5, float("nan")])  # logged by one seed only: a mistake
+
+
+def test_committed_pair_reads_back():
+    """Chapter 8's committed grpo pair: two seeds, evaluated at steps 0 and 150."""
+    runs = load_seeds("ch08_grpo")
+    assert [len(r.metrics) for r in runs] == [150, 150]
+    assert all(list(r.evals.index) == [0, 150] for r in runs)
+    assert all(0.5 < a <= 1.0 for a in final_eval(runs))
+    assert RUNS_DIR.name == "runs"
