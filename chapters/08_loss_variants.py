@@ -62,6 +62,8 @@ from grpo_lib.evaluation import evaluate
 from grpo_lib.losses import policy_loss
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.profiles import profile
+from grpo_lib.runs import (compare_seeds, final_eval, late_mean, load_seeds, mean_range,
+                           seed_order, seed_table)
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR
 from grpo_lib.trainer import GRPOTrainer, load_config
@@ -707,6 +709,114 @@ print(f"other CPU, steps 101-150: gap wrong - right "
 # differ by a few points.
 
 # %% [markdown]
+# (ch08-two-seeds)=
+# ### Six variants, two seeds, full length
+#
+# So the repository keeps two full-length runs of *every* variant above, not only of
+# `grpo` and `dr_grpo`: chapter 7's configuration as it is (150 steps of 16 prompts,
+# held-out evaluation on 500 problems at step 150), one override each, seeds 0 and 1,
+# one torch thread, with the command in each run's `README.md`. One difference from
+# the short runs: the configuration's `micro_batch_size` is 64, so each step's 128
+# completions form two micro-batches, and `bnpo` (token mean of a micro-batch) and
+# `dapo` (token mean of the step) are no longer the same run. `grpo_lib.runs` reads
+# committed runs back and prints each setting as the mean of its seeds with their range:
+
+# %%
+show_source(seed_table, docstring=False)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+VARIANT_RUNS = {"grpo": "ch08_grpo", "bnpo": "ch08_bnpo", "dr_grpo": "ch08_dr_grpo",
+                "dapo": "ch08_dapo", "reinforce": "ch08_reinforce",
+                "grpo, scale none": "ch08_scale_none"}
+two_seeds = {name: load_seeds(stem) for name, stem in VARIANT_RUNS.items()}
+variant_table = seed_table(two_seeds, {
+    "held-out strict @150": final_eval,
+    "train acc, last 25": lambda rs: late_mean(rs, "accuracy"),
+    "length, last 25": lambda rs: late_mean(rs, "completion_length"),
+    "entropy, last 25": lambda rs: late_mean(rs, "entropy"),
+    "equal-reward groups, last 25": lambda rs: late_mean(rs, "zero_std_frac"),
+    "grad norm, mean": lambda rs: [r.metrics["grad_norm"].mean() for r in rs]},
+    digits={"length, last 25": 1, "entropy, last 25": 4})
+variant_table
+
+# %% [markdown]
+# Each cell is "mean (lowest seed-highest seed)". The training curves, the mean of
+# the two seeds as a line and their range as a band:
+
+# %%
+fig, axes = plt.subplots(2, 1, figsize=(7.3, 6.0), sharex=True,
+                         constrained_layout=True)
+for ax, (col, label) in zip(axes, [("accuracy", "training accuracy"),
+                                   ("completion_length", "length (tokens)")]):
+    for name, rs in two_seeds.items():
+        curves = np.stack([r.metrics[col].rolling(10, min_periods=1).mean()
+                           for r in rs])  # (seeds, steps)
+        step = rs[0].metrics["step"]
+        line, = ax.plot(step, curves.mean(0), label=name)
+        ax.fill_between(step, curves.min(0), curves.max(0), alpha=0.15,
+                        color=line.get_color())
+    ax.set_ylabel(label)
+    ax.grid(alpha=0.3)
+axes[0].set_ylim(0.4, 1.0)
+axes[1].set_ylim(55, 62)  # step 1's band, a single batch per seed, reaches past it
+axes[0].legend(fontsize=9, ncol=3, loc="lower right")
+axes[0].set_title("150 steps x 16 prompts x G=8, two seeds (10-step means)")
+axes[-1].set_xlabel("step")
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+held_out = {name: final_eval(rs) for name, rs in two_seeds.items()}
+means = {name: np.mean(v) for name, v in held_out.items()}
+seed_gap = max(max(v) - min(v) for v in held_out.values())
+p_mean = np.mean(list(means.values()))
+std_err = np.sqrt(p_mean * (1 - p_mean) / 500)  # one evaluation on 500 problems
+pairs = [(a, b) for i, a in enumerate(held_out) for b in list(held_out)[i + 1:]]
+ordered = [(a, b) for a, b in pairs
+           if seed_order(held_out[a], held_out[b]) != "overlap"]
+rf, dr = two_seeds["reinforce"], two_seeds["dr_grpo"]
+first_ratio = [a.metrics["grad_norm"].iloc[0] / b.metrics["grad_norm"].iloc[0]
+               for a, b in zip(rf, dr)]
+clipped = np.mean([(r.metrics["grad_norm"] > 1.0).mean() for r in rf])
+say(f"Held-out strict accuracy after 150 steps, mean of two seeds: from "
+    f"{min(means.values()):.3f} ({min(means, key=means.get)}) to "
+    f"{max(means.values()):.3f} ({max(means, key=means.get)}). Two seeds of one "
+    f"variant differ by up to {seed_gap:.3f}, and one evaluation on 500 problems at "
+    f"p = {p_mean:.2f} has a standard error of {std_err:.3f}. Of the {len(pairs)} "
+    f"pairs of variants, {len(ordered)} have both seeds of one above both seeds of "
+    f"the other: " + "; ".join(
+        f"`{a}` {seed_order(held_out[a], held_out[b])} `{b}`" for a, b in ordered)
+    + f". The first step's gradient of `reinforce` is "
+    f"{' and '.join(f'{x:.4f}' for x in first_ratio)} times that of `dr_grpo` "
+    f"(seeds 0 and 1), and `max_grad_norm=1` clips it in {clipped:.1%} of the steps.")
+
+# %% [markdown]
+# **Reading it.** At full length every variant learns the task, and the columns that
+# describe training agree within the spread of two seeds: the sampled accuracy of the
+# last 25 steps, the entropy, the share of groups with equal rewards, and the length,
+# to a tenth of a token. The length biases of {ref}`ch08-aggregation` have no room to
+# act on a task whose trace lengths are set by the problem, as the right-and-wrong
+# lengths above already showed for `grpo` and `dr_grpo`. The gradient norms differ by
+# the factors each variant puts in front of the same terms, and AdamW divides such
+# factors out. `reinforce` is the extreme case: with $\mu = 1$ its loss is
+# exactly `dr_grpo`'s times $L_{\max} = 96$ (the first step's gradients, printed
+# above), and the gradient clip then rescales it to norm 1 in almost every step.
+#
+# The held-out accuracies part by a couple of points, which is where two seeds are
+# thinnest. The two variants with a constant denominator, `dr_grpo` and `reinforce`,
+# end lowest, and both their seeds sit below both seeds of some other variants (the
+# pairs listed above). Yet those two are the same update up to a factor per step, and
+# a two-point gap is about two standard errors of a single evaluation. So these runs
+# do not show that one variant is better on this task. They show six variants within
+# a few points of one another after 150 steps, and that a claim about a two-point gap
+# needs more seeds and more held-out problems than this. The papers' claims for these
+# losses concern long reasoning whose length the policy chooses: wrong answers that
+# grow longer under GRPO's normalisation {cite}`liu2025drgrpo`, long chains of
+# thought underweighted by a per-sequence mean {cite}`yu2025dapo`. Arithmetic traces
+# whose length the problem sets are not that regime.
+
+# %% [markdown]
 # ### What to notice
 #
 # The cell below turns the comparison table into sentences, so that every number in
@@ -722,6 +832,8 @@ worst = "; ".join(acc.index[acc == acc.min()])
 say(f"- Base model: held-out strict {c.loc['base model', 'held-out strict']:.3f}; "
     f"after {STEPS} steps the best: {best} ({acc.max():.3f}); the weakest: {worst} "
     f"({acc.min():.3f}).\n"
+    f"- After 150 steps, two seeds each, held-out strict (mean and range): "
+    + ", ".join(f"{n} {mean_range(v)}" for n, v in held_out.items()) + ".\n"
     f"- Length, early -> late third of training: " + ", ".join(
         f"{n} {c.loc[n, 'length early']:.1f} -> {c.loc[n, 'length late']:.1f}"
         for n in trained.index) + ".\n"
@@ -733,11 +845,11 @@ say(f"- Base model: held-out strict {c.loc['base model', 'held-out strict']:.3f}
         f"{n} {c.loc[n, 'loss mean']:+.4f}" for n in trained.index) + ".")
 
 # %% [markdown]
-# Read these lines with the caveats of the setup: a few dozen steps, a few prompts per
-# step, one seed, and a few hundred held-out problems, so a difference of a few
-# points between two variants is within what another seed would change (the two
-# seeds of the full-length runs above differ by that much). What the short runs do
-# show reliably:
+# The first line comes from the short runs: a few dozen steps, a few prompts per step,
+# one seed and a few hundred held-out problems, so a difference of a few points
+# between two variants is within what another seed would change. The second comes
+# from the full-length runs, two seeds each ({ref}`ch08-two-seeds`): rank variants by
+# that one, as far as two seeds allow. What the short runs do show reliably:
 #
 # - **Clipping never acts** with $\mu = 1$: the largest clip fraction above is 0,
 #   because every policy ratio $\rho_{i,t}$ is exactly 1 on the one pass over each
@@ -756,10 +868,11 @@ say(f"- Base model: held-out strict {c.loc['base model', 'held-out strict']:.3f}
 #   whether the longer completions of the step were the better or the worse ones;
 #   REINFORCE logs $-\frac1B \sum_i \hat A_i \log \pi_\theta(o_i)$.
 #   {ref}`ch09-loss-zero` takes this apart.
-# - **`bnpo` and `dapo` are the same run here**: every step is one micro-batch
-#   (`micro_batch_size` = the whole batch), so "token mean of the micro-batch" and
-#   "token mean of the step" coincide ({ref}`ch08-toy-batch`); they differ only with
-#   gradient accumulation.
+# - **`bnpo` and `dapo` are the same short run**: there every step is one
+#   micro-batch (`micro_batch_size` = the whole batch), so "token mean of the
+#   micro-batch" and "token mean of the step" coincide ({ref}`ch08-toy-batch`). They
+#   differ only with gradient accumulation, as in the full-length runs, whose steps
+#   have two micro-batches.
 # - **Where the length went.** In the right/wrong table, the right answers keep about
 #   the base model's length in every variant, and the wrong answers that remain are
 #   longer. The full-length runs above show the same gap under `grpo` and `dr_grpo`:
@@ -873,9 +986,12 @@ show_source(trainer.GRPOTrainer._update, start="with torch.no_grad():",
 # ### The PPO half, run
 #
 # These are chapter 7's full runs (150 steps of 16 prompts, held-out evaluation on 500
-# problems at steps 0, 75 and 150), two seeds each. Every run changes one thing:
+# problems at step 150, and for most also at steps 0 and 75), two seeds each. Every
+# run but one changes one thing:
 #
 # * $\mu = 2$ and $\mu = 4$: two and four passes per batch, GRPO's loss;
+# * $\mu = 2$ at half the learning rate, $2.5 \cdot 10^{-4}$ (two changes, to test
+#   one explanation of the $\mu = 2$ result);
 # * GSPO and CISPO, each with $\mu = 2$;
 # * $\beta = 0.04$ (DeepSeekMath's value) with $\mu = 1$: the KL term to the frozen
 #   base model.
@@ -887,8 +1003,8 @@ show_source(trainer.GRPOTrainer._update, start="with torch.no_grad():",
 # %%
 # NBVAL_IGNORE_OUTPUT
 PPO_RUNS = {"mu = 1 (baseline)": "ch08_grpo", "mu = 2": "ch08_mu2",
-            "mu = 4": "ch08_mu4", "GSPO, mu = 2": "ch08_gspo_mu2",
-            "CISPO, mu = 2": "ch08_cispo_mu2",
+            "mu = 2, lr 2.5e-4": "ch08_mu2_lr2.5e-4", "mu = 4": "ch08_mu4",
+            "GSPO, mu = 2": "ch08_gspo_mu2", "CISPO, mu = 2": "ch08_cispo_mu2",
             "beta = 0.04": "ch08_beta004"}
 ppo = {(label, seed): (pd.read_csv(RUNS / f"{stem}_seed{seed}_cpu" / "metrics.csv"),
                        pd.read_csv(RUNS / f"{stem}_seed{seed}_cpu" / "eval.csv")
@@ -896,17 +1012,17 @@ ppo = {(label, seed): (pd.read_csv(RUNS / f"{stem}_seed{seed}_cpu" / "metrics.cs
        for label, stem in PPO_RUNS.items() for seed in (0, 1)}
 ppo_rows = []
 for label in PPO_RUNS:
-    runs = [ppo[label, seed] for seed in (0, 1)]
-    acc = [ev.loc[150, "strict_acc"] for _, ev in runs]
-    clip = [(m["clip_frac_low"] + m["clip_frac_high"]).mean() for m, _ in runs]
+    pair = [ppo[label, seed] for seed in (0, 1)]
+    acc = [ev.loc[150, "strict_acc"] for _, ev in pair]
+    clip = [(m["clip_frac_low"] + m["clip_frac_high"]).mean() for m, _ in pair]
     ppo_rows.append({
         "run": label,
         "strict @150": np.mean(acc),
         "range": f"{min(acc):.3f}-{max(acc):.3f}",
         "clip fraction": np.mean(clip),
-        "KL": np.mean([m["kl"].mean() for m, _ in runs]),
-        "entropy, last 25": np.mean([m["entropy"].tail(25).mean() for m, _ in runs]),
-        "seconds": round(np.mean([m["time_step"].sum() for m, _ in runs]))})
+        "KL": np.mean([m["kl"].mean() for m, _ in pair]),
+        "entropy, last 25": np.mean([m["entropy"].tail(25).mean() for m, _ in pair]),
+        "seconds": round(np.mean([m["time_step"].sum() for m, _ in pair]))})
 ppo_table = pd.DataFrame(ppo_rows).set_index("run")
 ppo_table.round(4)
 
@@ -955,21 +1071,18 @@ gspo_vs_grpo = (t.loc["GSPO, mu = 2", "clip fraction"]
                 / t.loc["mu = 2", "clip fraction"])
 
 
-def versus(run, other=base, column="strict_acc"):
+def versus(run, other=base, name="$\\mu = 1$", column="strict_acc"):
     """How the two seeds of `run` sit against the two of `other` at step 150."""
     a = [ppo[run, s][1].loc[150, column] for s in (0, 1)]
     b = [ppo[other, s][1].loc[150, column] for s in (0, 1)]
-    if max(a) < min(b):
-        return "both seeds below both seeds of"
-    if min(a) > max(b):
-        return "both seeds above both seeds of"
-    return "a seed range overlapping that of"
+    return compare_seeds(a, b, name)
 
 
+half_lr = versus("mu = 2, lr 2.5e-4", "mu = 2", "$\\mu = 2$ at $5 \\cdot 10^{-4}$")
 say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
     + ", ".join(f"{n} {t.loc[n, 'strict @150']:.3f} "
                 f"({t.loc[n, 'range']})" for n in t.index) + ". "
-    + "; ".join(f"{n}: {versus(n)} $\\mu = 1$" for n in t.index if n != base)
+    + "; ".join(f"{n}: {versus(n)}" for n in t.index if n != base)
     + ".\n"
     f"- With $\\mu = 2$ the clip acts: on average "
     f"{t.loc['mu = 2', 'clip fraction']:.2%} of the tokens per step under "
@@ -984,15 +1097,20 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
         f"{n} {t.loc[n, 'seconds']}" for n in t.index) + ".\n"
     f"- With $\\beta = 0.04$ the mean KL to the base model is "
     f"{t.loc['beta = 0.04', 'KL']:.4f} per token, so the penalty "
-    f"$\\beta \\cdot$ KL is {0.04 * t.loc['beta = 0.04', 'KL']:.4f} per token.")
+    f"$\\beta \\cdot$ KL is {0.04 * t.loc['beta = 0.04', 'KL']:.4f} per token.\n"
+    f"- $\\mu = 2$ at the lower learning rate: {half_lr}; its clip fraction is "
+    f"{t.loc['mu = 2, lr 2.5e-4', 'clip fraction']:.2%}.")
 
 # %% [markdown]
 # Two seeds per setting, 150 steps, on a task that $\mu = 1$ already takes to about
-# 94%: these runs show mechanisms more than a ranking. Still, every run with more than
-# one pass ended below $\mu = 1$ in both seeds, and $\mu = 4$ lowest. One reading:
-# several passes take a larger step per batch at chapter 7's learning rate, which was
-# chosen for one pass; a lower learning rate for $\mu > 1$ would test it. The clip
-# acts only once the policy has moved between the passes. GSPO's sequence ratio
+# 94%: these runs show mechanisms more than a ranking. Still, at chapter 7's learning
+# rate every run with more than one pass ended below $\mu = 1$ in both seeds, and
+# $\mu = 4$ lowest. One reading: several passes take a larger step per batch at a
+# learning rate chosen for one pass. Halving the learning rate for $\mu = 2$ tests
+# it, and the result fits the reading without proving it: that pair's range overlaps
+# $\mu = 1$'s, with fewer tokens clipped, but with two seeds it also touches the
+# range of $\mu = 2$ at the full rate. The clip acts only once the policy has moved
+# between the passes. GSPO's sequence ratio
 # leaves its narrow range far more often than a token ratio leaves $[0.8, 1.2]$; its
 # paper reports the same gap, about
 # two orders of magnitude, and argues that clipping whole sequences is the better

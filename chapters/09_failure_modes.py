@@ -59,6 +59,8 @@ from grpo_lib.losses import policy_loss
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.objective import kl_estimate
 from grpo_lib.profiles import profile
+from grpo_lib.runs import (compare_seeds, early_mean, final_eval, late_mean, load_seeds,
+                           mean_range, seed_table)
 from grpo_lib.rewards import (accuracy_reward, answer_anywhere_reward, format_reward,
                               length_bonus_reward, repetition_penalty_reward,
                               signed_accuracy_reward)
@@ -87,7 +89,11 @@ CONFIG = REPO / "configs" / "r1_zero_arithmetic.yaml"
 # profile a few dozen steps of a few prompts each, and a held-out evaluation on a few
 # hundred problems after each run. That is enough to see each failure start and to read
 # it off the metrics; the `gpu` profile runs the configuration's full length (150 steps
-# of 16 prompts, 500 held-out problems). Sizes come from `P.pick`:
+# of 16 prompts, 500 held-out problems). A short run of one seed cannot rank two
+# settings a few points apart, so every comparison also comes with two seeds per
+# setting, shown as the mean of the seeds and their range: from committed
+# full-length runs, or, for the cheap runs on easy prompts, from a second seed
+# trained here. Sizes come from `P.pick`:
 
 # %%
 STEPS = P.pick(smoke=1, cpu=30, gpu=150)
@@ -224,6 +230,56 @@ say(f"with the format-only reward the held-out format rate went from "
 # rewarded, and evaluate on held-out data with strict parsing.
 
 # %% [markdown]
+# (ch09-format-only-seeds)=
+# ### Two seeds, full length
+#
+# The runs above are one seed each, and short. The repository keeps two full-length
+# runs of the format-only reward (chapter 7's configuration, 150 steps of 16 prompts,
+# seeds 0 and 1, one override: `reward_funcs=[format_reward]`), next to chapter 8's
+# pair with accuracy + 0.1 · format; each run's `README.md` holds its command.
+# `grpo_lib.runs` reads them back, one row per reward, each cell the mean of the two
+# seeds and their range:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+hack_pairs = {"accuracy + 0.1 format": load_seeds("ch08_grpo"),
+              "format only": load_seeds("ch09_format_only")}
+hack_seeds = seed_table(hack_pairs, {
+    "held-out strict @150": final_eval,
+    "held-out format @150": lambda rs: final_eval(rs, "format_rate"),
+    "train acc, first 10": lambda rs: early_mean(rs, "accuracy"),
+    "train acc, last 25": lambda rs: late_mean(rs, "accuracy"),
+    "train format, last 25": lambda rs: late_mean(rs, "format_rate")})
+hack_seeds
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+fmt_runs, acc_runs = hack_pairs["format only"], hack_pairs["accuracy + 0.1 format"]
+base_500 = acc_runs[0].evals.loc[0, "strict_acc"]  # the base model, 500 problems
+fmt_acc, acc_acc = final_eval(fmt_runs), final_eval(acc_runs)
+say(f"After 150 steps the format-only runs answer {mean_range(fmt_acc)} of the "
+    f"held-out problems right, against {base_500:.3f} for the base model and "
+    f"{mean_range(acc_acc)} for accuracy + 0.1 format "
+    f"({compare_seeds(fmt_acc, acc_acc, 'that pair')}); their held-out format "
+    f"rate is {mean_range(final_eval(fmt_runs, 'format_rate'))}. The strict "
+    f"accuracy of their sampled completions, logged but not rewarded, is "
+    f"{hack_seeds.loc['format only', 'train acc, first 10']} over the first 10 "
+    f"steps and {hack_seeds.loc['format only', 'train acc, last 25']} over the "
+    f"last 25. Over those last 25 steps "
+    f"{mean_range(late_mean(fmt_runs, 'zero_std_frac'), 2)} of the groups have equal "
+    f"rewards, and the mean gradient norm of the last 50 steps is "
+    f"{mean_range([r.metrics['grad_norm'].tail(50).mean() for r in fmt_runs])}, "
+    f"against {mean_range([r.metrics['grad_norm'].head(30).mean() for r in fmt_runs])}"
+    f" over the first 30.")
+
+# %% [markdown]
+# The full-length runs repeat the short one in both seeds, and they show when the
+# damage is done: while the format is being learned. Once nearly every sample is well
+# formatted, nearly every group has equal rewards, the gradient all but vanishes, and
+# the accuracy lost on the way stays lost, because nothing in the reward would bring
+# it back.
+
+# %% [markdown]
 # (ch09-loophole)=
 # ## Graders with loopholes, trained on
 #
@@ -274,20 +330,11 @@ RUNS = REPO / "data" / "runs"
 
 
 def run_metrics(stem):
-    """metrics.csv and eval.csv (indexed by step) of the committed runs, seeds 0, 1."""
-    return [(pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "metrics.csv"),
-             pd.read_csv(RUNS / f"{stem}_seed{s}_cpu" / "eval.csv").set_index("step"))
-            for s in (0, 1)]
+    """(metrics, held-out evaluations by step) of the committed runs, seeds 0, 1."""
+    return [(run.metrics, run.evals) for run in load_seeds(stem)]
 
 
-def mean_range(values, digits=3):
-    """'mean (min-max)' of the seeds' values."""
-    return (f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-"
-            f"{max(values):.{digits}f})")
-
-
-loop = {s: pd.read_csv(RUNS / f"ch09_answer_anywhere_seed{s}_cpu" / "metrics.csv")
-        for s in (0, 1)}
+loop = dict(enumerate(m for m, _ in run_metrics("ch09_answer_anywhere")))
 grpo_runs = run_metrics("ch08_grpo")  # chapter 8's pair, graded by accuracy_reward
 fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.4), constrained_layout=True)
 for s, m in loop.items():
@@ -932,16 +979,53 @@ say(f"Held-out strict accuracy: base model {base_eval['strict_acc']:.3f}; " + ",
     f"$\\beta > 0$ ({t_kl / t_0 - 1:+.0%}).")
 
 # %% [markdown]
-# A small $\beta$ such as DeepSeekMath's 0.04 behaves like $\beta = 0$ in a run this
-# short: as {ref}`ch09-kl-balance` showed, its balance points lie many nats away, and
-# every per-token distance measured here is a small fraction of a nat. The tiny
-# model's next-token distribution is sharp, and getting an answer right changes the
-# probabilities of a handful of tokens in a trace of fifty. The largest $\beta$ holds
-# the policy in place: its balance points are within a fraction of a nat, and its
-# distance from the base model, its training accuracy and its held-out gain (above)
-# all stay small. Its logged `kl` is small *because* the penalty works, so a small
-# `kl` on its own is no evidence that a run is healthy: read it next to the reward and
-# the held-out accuracy, and against a $\beta = 0$ run.
+# Those are one short run per $\beta$. Two seeds of the full-length configuration
+# (150 steps of 16 prompts) at $\beta$ = 0.5 and 5 are committed next to chapter 8's
+# pairs at $\beta$ = 0 and 0.04, each with the command in its `README.md`. Each cell
+# is the mean of two seeds and their range. The $k_3$ to the base model needs the
+# trained weights, which these runs do not keep, so the logged `kl` of the last 25
+# steps stands in for it; and the update times are left out, because the $\beta = 0$
+# pair was trained on another machine:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+BETA_RUNS = {0.0: "ch08_grpo", 0.04: "ch08_beta004", 0.5: "ch09_beta05",
+             5.0: "ch09_beta5"}
+beta_pairs = {beta: load_seeds(stem) for beta, stem in BETA_RUNS.items()}
+beta_seeds = seed_table(beta_pairs, {
+    "held-out strict @150": final_eval,
+    "held-out format @150": lambda rs: final_eval(rs, "format_rate"),
+    "train acc, first 10": lambda rs: early_mean(rs, "accuracy"),
+    "train acc, last 25": lambda rs: late_mean(rs, "accuracy"),
+    "logged kl, last 25": lambda rs: [r.metrics["kl"].tail(25).mean() for r in rs]},
+    digits={"logged kl, last 25": 4}).rename_axis("beta")
+beta_seeds
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+acc_beta = {beta: final_eval(rs) for beta, rs in beta_pairs.items()}
+base_row = beta_pairs[0.0][0].evals.loc[0]  # step 0: the base model, 500 problems
+say(f"The base model: held-out strict {base_row['strict_acc']:.3f}, format "
+    f"{base_row['format_rate']:.3f}. "
+    "Held-out strict accuracy after 150 steps, two seeds each: " + "; ".join(
+    f"$\\beta$ = {b:g}: {mean_range(v)}" + ("" if b == 0 else ", " + compare_seeds(
+        v, acc_beta[0.0], "$\\beta = 0$")) for b, v in acc_beta.items()) + ".")
+
+# %% [markdown]
+# A small $\beta$ such as DeepSeekMath's 0.04 behaves like $\beta = 0$, in the short
+# runs and over 150 steps, where its two seeds overlap those of $\beta = 0$: as
+# {ref}`ch09-kl-balance` showed, its balance points lie many nats away, and every
+# per-token distance measured here is a small fraction of a nat. The tiny model's
+# next-token distribution is sharp, and getting an answer right changes the
+# probabilities of a handful of tokens in a trace of fifty. Over 150 steps the mean
+# accuracy falls with every larger $\beta$, and from $\beta = 0.5$ on both seeds end
+# below both seeds of $\beta = 0$. The largest $\beta$ holds the policy in place: its
+# balance points are within a fraction of a nat, and its distance from the base
+# model, its training accuracy and its held-out gain all stay small, and after 150
+# steps its held-out format rate has barely moved from the base model's. Its logged
+# `kl` is the smallest *because* the penalty works, so a small `kl` on its own is no
+# evidence that a run is healthy: read it next to the reward and the held-out
+# accuracy, and against a $\beta = 0$ run.
 #
 # The price of any $\beta > 0$ is the reference model: a second copy of the weights in
 # memory and a forward pass in every update, about a third of the compute of the
@@ -989,9 +1073,15 @@ print("easy examples:", easy_set[:4]["question"])
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-easy_metrics, easy_eval, _, _ = train_run("easy", [], steps=EASY_STEPS, rows=easy_set)
-dyn_metrics, dyn_eval, _, _ = train_run("easy_dynamic", ["dynamic_sampling=true"],
-                                        steps=EASY_STEPS, rows=easy_set)
+easy_runs, dyn_runs = {}, {}  # seed -> (metrics, held-out eval row)
+for seed in (0, 1):  # two seeds of each setting
+    m, ev, _, _ = train_run(f"easy_seed{seed}", [f"seed={seed}"], steps=EASY_STEPS,
+                            rows=easy_set)
+    easy_runs[seed] = (m, ev)
+    m, ev, _, _ = train_run(f"easy_dynamic_seed{seed}",
+                            ["dynamic_sampling=true", f"seed={seed}"],
+                            steps=EASY_STEPS, rows=easy_set)
+    dyn_runs[seed] = (m, ev)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1002,55 +1092,65 @@ def live_groups(m, dynamic=False):
     return m["num_groups"] * (1 - m["zero_std_frac"])
 
 
-zero_runs = [("reference (all prompts)", ref_metrics.head(EASY_STEPS), ref_eval, False),
-             ("easy prompts", easy_metrics, easy_eval, False),
-             ("easy + dynamic sampling", dyn_metrics, dyn_eval, True)]
-zero_table = pd.DataFrame({
-    name: {"zero_std_frac (all sampled)": m["zero_std_frac"].mean(),
-           "groups trained on per step": m["num_groups"].mean(),
-           "... with a signal": live_groups(m, dyn).mean(),
-           "steps with grad_norm = 0": int((m["grad_norm"].fillna(0) == 0).sum()),
-           "mean grad_norm": m["grad_norm"].mean(),
-           "generation s / step": m["time_generate"].mean(),
-           "held-out strict": ev["strict_acc"]}
-    for name, m, ev, dyn in zero_runs}).T
+zero_runs = [("reference (all prompts)", 0, ref_metrics.head(EASY_STEPS), ref_eval,
+              False)]
+zero_runs += [("easy prompts", seed, m, ev, False)
+              for seed, (m, ev) in easy_runs.items()]
+zero_runs += [("easy + dynamic sampling", seed, m, ev, True)
+              for seed, (m, ev) in dyn_runs.items()]
+zero_table = pd.DataFrame([
+    {"run": name, "seed": seed,
+     "zero_std_frac (all sampled)": m["zero_std_frac"].mean(),
+     "groups trained on per step": m["num_groups"].mean(),
+     "... with a signal": live_groups(m, dyn).mean(),
+     "steps with grad_norm = 0": int((m["grad_norm"].fillna(0) == 0).sum()),
+     "mean grad_norm": m["grad_norm"].mean(),
+     "generation s / step": m["time_generate"].mean(),
+     "held-out strict": ev["strict_acc"]}
+    for name, seed, m, ev, dyn in zero_runs]).set_index(["run", "seed"])
 zero_table.round(3)
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.4), constrained_layout=True)
-for name, m, _, dyn in zero_runs:
-    axes[0].plot(m["step"], live_groups(m, dyn), marker=".", label=name)
-    axes[1].plot(m["step"], m["time_generate"], marker=".", label=name)
-axes[0].axhline(PROMPTS, color="gray", ls="--", lw=0.8)
+fig, axes = plt.subplots(1, 2, figsize=(7.3, 4.2), constrained_layout=True)
+for i, (name, seed, m, _, dyn) in enumerate(zero_runs):
+    style = dict(color=f"C{(i + 1) // 2}", ls="-" if seed == 0 else "--", marker=".",
+                 label=f"{name}, seed {seed}")
+    axes[0].plot(m["step"], live_groups(m, dyn), **style)
+    axes[1].plot(m["step"], m["time_generate"], **style)
+axes[0].axhline(PROMPTS, color="gray", ls=":", lw=1.2)
 axes[0].set_ylim(0, PROMPTS + 0.5)
 axes[0].set_title("groups with a signal, trained on", fontsize=10)
 axes[1].set_title("generation time per step (s)", fontsize=10)
 for ax in axes:
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
-axes[0].legend(fontsize=9, loc="lower left")
+handles, labels = axes[0].get_legend_handles_labels()
+fig.legend(handles, labels, fontsize=8, ncol=2, loc="outside lower center")
 plt.show()
 
 # %% [markdown]
-# The dashed line is the batch: `per_step_prompts` groups. **Reading it.**
+# The dotted grey line is the batch, `per_step_prompts` groups, and the dashed lines
+# are the second seed. **Reading it**, with each easy setting as the mean of its two
+# seeds and their range:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 z = zero_table
-ref_row, easy_row, dyn_row = (z.loc[n] for n, _, _, _ in zero_runs)
-say(f"On the easy prompts a share {easy_row['zero_std_frac (all sampled)']:.2f} of the "
-    f"groups is dead (the reference run: "
+ref_row = z.loc["reference (all prompts)"].iloc[0]
+easy, dyn = z.loc["easy prompts"], z.loc["easy + dynamic sampling"]
+gen_ratio = (dyn["generation s / step"] / easy["generation s / step"]).tolist()
+say(f"On the easy prompts a share {mean_range(easy['zero_std_frac (all sampled)'], 2)} "
+    f"of the groups is dead (the reference run: "
     f"{ref_row['zero_std_frac (all sampled)']:.2f}), so of the "
-    f"{easy_row['groups trained on per step']:.0f} groups of a step only "
-    f"{easy_row['... with a signal']:.1f} carry a signal on average; the mean "
-    f"gradient norm is {easy_row['mean grad_norm']:.3f} against "
+    f"{easy['groups trained on per step'].mean():.0f} groups of a step only "
+    f"{mean_range(easy['... with a signal'], 1)} carry a signal on average; the mean "
+    f"gradient norm is {mean_range(easy['mean grad_norm'])} against "
     f"{ref_row['mean grad_norm']:.3f}, and the held-out strict accuracy after "
-    f"{EASY_STEPS} steps is {easy_row['held-out strict']:.3f} (base model "
+    f"{EASY_STEPS} steps is {mean_range(easy['held-out strict'])} (base model "
     f"{base_eval['strict_acc']:.3f}). Dynamic sampling trains on "
-    f"{dyn_row['... with a signal']:.1f} groups with a signal per step, for "
-    f"{dyn_row['generation s / step'] / easy_row['generation s / step']:.1f} times "
-    f"the generation time; its held-out strict accuracy is "
-    f"{dyn_row['held-out strict']:.3f}.")
+    f"{mean_range(dyn['... with a signal'], 1)} groups with a signal per step, for "
+    f"{mean_range(gen_ratio, 1)} times the generation time of the same seed without "
+    f"it; its held-out strict accuracy is {mean_range(dyn['held-out strict'])}.")
 
 # %% [markdown]
 # The steps on easy prompts cost a full rollout and teach little, because only the few
@@ -1304,6 +1404,62 @@ say(f"From the first third of the run to the last, `completion_length` goes from
     f"{base_eval['repetition_rate']:.2f} and {base_eval['truncated_rate']:.2f}), a "
     f"format rate of {rep_eval['format_rate']:.2f} and a strict accuracy of "
     f"{rep_eval['strict_acc']:.2f}.")
+
+# %% [markdown]
+# One short run again; two seeds of the full-length configuration with the same
+# reward are committed (`ch09_longer_is_better`, 150 steps of 16 prompts, samples
+# kept every 25 steps), next to chapter 8's `grpo` pair, which rewards accuracy and
+# did not log the trigram share:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+rep_pairs = {"accuracy + 0.1 format": load_seeds("ch08_grpo"),
+             "longer is better": load_seeds("ch09_longer_is_better")}
+
+
+def trigrams(rs, rows):
+    """Logged share of repeated word trigrams, mean over `rows` (a slice of steps)."""
+    col = "reward/repetition_penalty_reward"
+    return [-r.metrics[col].iloc[rows].mean() if col in r.metrics else float("nan")
+            for r in rs]
+
+
+rep_seeds = seed_table(rep_pairs, {
+    "length, first 10": lambda rs: early_mean(rs, "completion_length"),
+    "length, last 25": lambda rs: late_mean(rs, "completion_length"),
+    "trigrams, first 10": lambda rs: trigrams(rs, slice(0, 10)),
+    "trigrams, last 25": lambda rs: trigrams(rs, slice(-25, None)),
+    "truncated, last 25": lambda rs: late_mean(rs, "truncated_frac"),
+    "held-out strict @150": final_eval,
+    "held-out repetition": lambda rs: final_eval(rs, "repetition_rate"),
+    "held-out format": lambda rs: final_eval(rs, "format_rate")},
+    digits={"length, first 10": 1, "length, last 25": 1})
+rep_seeds.T
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+longer = rep_pairs["longer is better"]
+cut_steps = [int(r.metrics["step"][r.metrics["truncated_frac"].rolling(5).mean() > 0.9]
+                 .iloc[0]) for r in longer]  # first step whose 5-step mean passes 0.9
+say(f"Over 150 steps, two seeds: the mean length goes from "
+    f"{rep_seeds.loc['longer is better', 'length, first 10']} tokens over the first "
+    f"10 steps to {rep_seeds.loc['longer is better', 'length, last 25']} over the "
+    f"last 25, the share of repeated trigrams from "
+    f"{rep_seeds.loc['longer is better', 'trigrams, first 10']} to "
+    f"{rep_seeds.loc['longer is better', 'trigrams, last 25']}, and "
+    f"{rep_seeds.loc['longer is better', 'truncated, last 25']} of the samples of "
+    f"the last 25 steps are cut at the limit. On held-out problems: strict accuracy "
+    f"{rep_seeds.loc['longer is better', 'held-out strict @150']}, repetition rate "
+    f"{rep_seeds.loc['longer is better', 'held-out repetition']}, format rate "
+    f"{rep_seeds.loc['longer is better', 'held-out format']}. The 5-step mean of "
+    f"the share cut at the limit passes 0.9 at steps "
+    f"{' and '.join(map(str, cut_steps))} (seeds 0 and 1).")
+
+# %% [markdown]
+# Both seeds go all the way, and early: within a few dozen steps nearly every sample
+# loops until the limit, and the held-out answers lose their tags and their numbers
+# together. A reward that pays only for length is maxed out by the first completion
+# that reaches the limit, and a loop is the quickest way there.
 
 # %% [markdown]
 # The three logged columns move together: the loops run into the 96-token limit, where

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["RUNS_DIR", "Run", "load_run", "load_seeds", "final_eval", "late_mean",
+           "early_mean",
            "mean_range", "seed_order", "compare_seeds", "seed_table"]
 
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "runs"
@@ -127,3 +128,11 @@ def seed_table(settings: dict[str, list[Run]], columns: dict, digits=3
                    for title, fn in columns.items()}
             for name, runs in settings.items()}
     return pd.DataFrame(rows).T
+
+
+def early_mean(runs: list[Run], column: str, first: int = 10) -> list[float]:
+    """Each run's mean of a per-step metric over its first `first` steps."""
+    missing = [r.name for r in runs if column not in r.metrics]
+    if missing:
+        raise KeyError(f"no column '{column}' in metrics.csv of: {', '.join(missing)}")
+    return [float(r.metrics[column].head(first).mean()) for r in runs]

@@ -4,8 +4,8 @@ import json
 import pandas as pd
 import pytest
 
-from grpo_lib.runs import (RUNS_DIR, final_eval, late_mean, load_run, load_seeds,
-                           mean_range, seed_order, seed_table, compare_seeds)
+from grpo_lib.runs import (RUNS_DIR, compare_seeds, early_mean, final_eval, late_mean,
+                           load_run, load_seeds, mean_range, seed_order, seed_table)
 
 
 def write_run(root, name, acc, entropy, with_eval=True):
@@ -28,6 +28,7 @@ def test_load_seeds_reads_every_file_in_seed_order(tmp_path):
     assert list(runs[1].evals.index) == [0, 150]
     assert final_eval(runs) == [0.8, 0.9]  # the last evaluation, not the first
     assert late_mean(runs, "entropy", last=2) == [1.0, 1.5]
+    assert early_mean(runs, "entropy", first=2) == [1.0, 3.5]
 
 
 def test_mean_range_and_seed_table(tmp_path):
@@ -73,6 +74,8 @@ def test_bad_requests_raise_clear_errors(tmp_path):
         final_eval(runs)
     with pytest.raises(KeyError, match="kl"):
         late_mean(runs, "kl")
+    with pytest.raises(KeyError, match="kl"):
+        early_mean(runs, "kl")
     with pytest.raises(ValueError):
         load_seeds("x", seeds=(), runs_dir=tmp_path)
     with pytest.raises(ValueError):
