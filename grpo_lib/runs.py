@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["RUNS_DIR", "Run", "load_run", "load_seeds", "final_eval", "late_mean",
-           "early_mean",
-           "mean_range", "seed_order", "compare_seeds", "seed_table"]
+           "early_mean", "mean_range", "seed_order", "compare_seeds",
+           "seed_table"]
 
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "runs"
 
@@ -106,7 +106,7 @@ def seed_order(values, others) -> str:
 
 
 def compare_seeds(values, others, name: str) -> str:
-    """`seed_order` as words for the prose: 'both seeds below both seeds of <name>'."""
+    """`seed_order` in words, two seeds a side: 'both seeds below both seeds of X'."""
     order = seed_order(values, others)
     if order == "overlap":
         return f"a seed range overlapping that of {name}"
