@@ -42,7 +42,6 @@ print_environment()
 
 # %%
 import inspect
-import json
 import shutil
 import tempfile
 import time
@@ -62,8 +61,8 @@ from grpo_lib.evaluation import evaluate
 from grpo_lib.losses import policy_loss
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.profiles import profile
-from grpo_lib.runs import (compare_seeds, final_eval, late_mean, load_seeds, mean_range,
-                           seed_order, seed_table)
+from grpo_lib.runs import (compare_seeds, final_eval, late_mean, load_run, load_seeds,
+                           mean_range, seed_order, seed_table)
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR
 from grpo_lib.trainer import GRPOTrainer, load_config
@@ -495,15 +494,11 @@ by_correctness.round(1)
 # within a group:
 
 # %%
-RUNS = REPO / "data" / "runs"
 full = {}
 for loss in ("grpo", "dr_grpo"):
-    for seed in (0, 1):
-        d = RUNS / f"ch08_{loss}_seed{seed}_cpu"
-        info = json.loads((d / "run_info.json").read_text())
-        full[loss, seed] = (pd.read_csv(d / "metrics.csv"),
-                            pd.read_csv(d / "eval.csv").set_index("step"), info)
-        print(f"{d.name}: {info['train_seconds']} s on {info['device']}")
+    for seed, run in enumerate(load_seeds(f"ch08_{loss}")):
+        full[loss, seed] = (run.metrics, run.evals, run.info)
+        print(f"{run.name}: {run.info['train_seconds']} s on {run.info['device']}")
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.4), sharey=True,
@@ -672,8 +667,8 @@ print(f"corpus: share of one-operator answers written with a broken format: "
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-other = pd.read_csv(RUNS / "ch07_r1_zero_cpu" / "metrics.csv")
-other_eval = pd.read_csv(RUNS / "ch07_r1_zero_cpu" / "eval.csv").set_index("step")
+chapter7_run = load_run("ch07_r1_zero_cpu")
+other, other_eval = chapter7_run.metrics, chapter7_run.evals
 first_run = full["grpo", 0][0]
 d_norm = (other["grad_norm"] - first_run["grad_norm"]).abs()
 same_samples = (other["reward"] == first_run["reward"]) & (
@@ -1006,10 +1001,9 @@ PPO_RUNS = {"mu = 1 (baseline)": "ch08_grpo", "mu = 2": "ch08_mu2",
             "mu = 2, lr 2.5e-4": "ch08_mu2_lr2.5e-4", "mu = 4": "ch08_mu4",
             "GSPO, mu = 2": "ch08_gspo_mu2", "CISPO, mu = 2": "ch08_cispo_mu2",
             "beta = 0.04": "ch08_beta004"}
-ppo = {(label, seed): (pd.read_csv(RUNS / f"{stem}_seed{seed}_cpu" / "metrics.csv"),
-                       pd.read_csv(RUNS / f"{stem}_seed{seed}_cpu" / "eval.csv")
-                       .set_index("step"))
-       for label, stem in PPO_RUNS.items() for seed in (0, 1)}
+ppo = {(label, seed): (run.metrics, run.evals)
+       for label, stem in PPO_RUNS.items()
+       for seed, run in enumerate(load_seeds(stem))}
 ppo_rows = []
 for label in PPO_RUNS:
     pair = [ppo[label, seed] for seed in (0, 1)]

@@ -268,9 +268,8 @@ say(f"After 150 steps the format-only runs answer {mean_range(fmt_acc)} of the "
     f"last 25. Over those last 25 steps "
     f"{mean_range(late_mean(fmt_runs, 'zero_std_frac'), 2)} of the groups have equal "
     f"rewards, and the mean gradient norm of the last 50 steps is "
-    f"{mean_range([r.metrics['grad_norm'].tail(50).mean() for r in fmt_runs])}, "
-    f"against {mean_range([r.metrics['grad_norm'].head(30).mean() for r in fmt_runs])}"
-    f" over the first 30.")
+    f"{mean_range(late_mean(fmt_runs, 'grad_norm', last=50))}, against "
+    f"{mean_range(early_mean(fmt_runs, 'grad_norm', first=30))} over the first 30.")
 
 # %% [markdown]
 # The full-length runs repeat the short one in both seeds, and they show when the
@@ -997,7 +996,7 @@ beta_seeds = seed_table(beta_pairs, {
     "held-out format @150": lambda rs: final_eval(rs, "format_rate"),
     "train acc, first 10": lambda rs: early_mean(rs, "accuracy"),
     "train acc, last 25": lambda rs: late_mean(rs, "accuracy"),
-    "logged kl, last 25": lambda rs: [r.metrics["kl"].tail(25).mean() for r in rs]},
+    "logged kl, last 25": lambda rs: late_mean(rs, "kl")},
     digits={"logged kl, last 25": 4}).rename_axis("beta")
 beta_seeds
 

@@ -36,7 +36,9 @@
 # 4. trains the three rewards for a few steps in this notebook;
 # 5. shows the multi-reward variant that normalises each reward inside its group
 #    before summing (GDPO, TRL's `multi_objective_aggregation="normalize_then_sum"`),
-#    when to choose it, what it costs, and its runs.
+#    when to choose it, what it costs, and its runs;
+# 6. measures what accuracy-only RL does to a habit that no reward looks at, at each
+#    starting point, and tests the answer with runs from a lighter cold start.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -57,13 +59,15 @@ import transformers
 from IPython.display import display
 
 from grpo_lib import evaluate
-from grpo_lib.advantages import decoupled_advantages, group_advantages
+from grpo_lib.advantages import (decoupled_advantages, group_advantages,
+                                 habit_advantage)
 from grpo_lib.display import say, show_source
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.parsing import has_cjk, script_counts, think_text
 from grpo_lib.profiles import profile
 from grpo_lib.rewards import (accuracy_reward, combine_rewards, format_reward,
                               language_consistency_reward)
+from grpo_lib.sft import SFTConfig, SFTTrainer, read_train_files
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import CHINESE_WORDINGS, DATA_DIR
 from grpo_lib.trainer import GRPOTrainer, load_config
@@ -249,7 +253,7 @@ if len(mixed_rows):
 # schedule, $\beta = 0$) with `language_consistency_reward` as a third reward,
 # evaluated on the first 500 held-out problems (greedy) during training. The
 # accuracy-only runs log the language reward with a weight of 0, so that their
-# columns can be compared. Two starts:
+# columns can be compared. The starts:
 #
 # - **from the cold-start model** (R1's order: `data/models/tiny-qwen2-cold-start`,
 #   the base model after SFT on readable English traces), at the learning rate that
@@ -263,7 +267,10 @@ if len(mixed_rows):
 #   other prompt asked in Chinese ({ref}`ch11-two-languages`), evaluated every 25
 #   steps;
 # - **from the base model** (R1-Zero plus the language reward), evaluated every 25
-#   steps.
+#   steps;
+# - **from a lighter cold start**, the cold-start recipe stopped after 128 steps, at
+#   the cold-start runs' settings, evaluated every 25 steps; they are read in
+#   {ref}`ch11-habits`, where a measurement predicts what they should do.
 #
 # Each run folder holds its exact command in `README.md`, one row per step in
 # `metrics.csv` and the evaluations in `eval.csv`:
@@ -278,6 +285,8 @@ RUN_NAMES = {  # (start, arm) -> run folder pattern
     ("base", "accuracy only"): "ch11_base_acc_seed{}_cpu",
     ("base", "+ language"): "ch11_base_lang_seed{}_cpu",
     ("base", "+ language, GDPO"): "ch11_base_gdpo_seed{}_cpu",
+    ("lighter cold start", "accuracy only"): "ch11_light_acc_seed{}_cpu",
+    ("lighter cold start", "+ language"): "ch11_light_lang_seed{}_cpu",
 }
 metrics, evals = {}, {}
 for (start, arm), pattern in RUN_NAMES.items():
@@ -506,17 +515,24 @@ plt.show()
 # (a 10-step running mean; the accuracy-only runs log it with weight 0):
 
 # %%
-fig, ax = plt.subplots(figsize=(7.3, 3.0), constrained_layout=True)
-for arm in ("accuracy only", "+ language"):
-    for seed in SEEDS:
-        m = metrics["base", arm, seed]
-        ax.plot(m["step"], m["reward/language_consistency_reward"]
-                .rolling(10, min_periods=1).mean(), color=ARM_STYLE[arm],
-                ls="-" if seed == 0 else "--", label=f"{arm}, seed {seed}")
-ax.set_xlabel("step")
-ax.set_ylabel("mean r_lang of samples")
-ax.legend(fontsize=9, ncol=2)
-ax.grid(alpha=0.3)
+def plot_r_lang(start):
+    """The mean language reward of each step's samples (10-step running mean), one
+    line per arm and seed."""
+    fig, ax = plt.subplots(figsize=(7.3, 3.0), constrained_layout=True)
+    for arm in ("accuracy only", "+ language"):
+        for seed in SEEDS:
+            m = metrics[start, arm, seed]
+            ax.plot(m["step"], m["reward/language_consistency_reward"]
+                    .rolling(10, min_periods=1).mean(), color=ARM_STYLE[arm],
+                    ls="-" if seed == 0 else "--", label=f"{arm}, seed {seed}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("mean r_lang of samples")
+    ax.legend(fontsize=9, ncol=2)
+    ax.grid(alpha=0.3)
+    return fig, ax
+
+
+plot_r_lang("base")
 plt.show()
 
 # %% [markdown]
@@ -1034,7 +1050,199 @@ say(f"After {STEPS} steps the accuracy-only model mixes in "
 # with it, they are gone within a few dozen steps, in both aggregations. One seed and
 # a few dozen steps cannot settle an accuracy difference of a few points; the two
 # seeds of the full runs above are where the cost of the summed reward shows.
+
+# %% [markdown]
+# (ch11-habits)=
+# ## What accuracy-only RL does to a habit
 #
+# Accuracy-only RL raised the mixing from the base model, left it at zero from the
+# cold start, and the short run above spread it again in a few dozen steps. A reward
+# that never looks at the language still moves it, through the advantages. In one
+# group the update is $\sum_i \hat A_i \nabla_\theta \log \pi_\theta(o_i \mid q)$, so
+# the completions that show a habit $H$ (here: a Chinese character anywhere) get a
+# net push of $|H| \, \bar A_H$, where $\bar A_H$ is their mean advantage. If it is
+# positive, the habit comes with answers that score above their group and RL spreads
+# it; if it is negative, RL removes the habit by itself; near zero, the habit drifts.
+
+# %%
+show_source(habit_advantage)
+
+# %% [markdown]
+# A check you can do by hand: one group of four with rewards 1, 0, 1, 0 (mean 0.5,
+# sample standard deviation $\sqrt{1/3}$, so advantages $\pm 0.866$), the habit on
+# the first right answer alone, on one right and one wrong answer, and on the wrong
+# answers only:
+
+# %%
+hand_rewards = [1.0, 0.0, 1.0, 0.0]
+for flags in ([True, False, False, False], [True, True, False, False],
+              [False, True, False, True]):
+    print(flags, f"{habit_advantage(hand_rewards, flags, 4):+.3f}")
+
+# %% [markdown]
+# Now the same quantity on real samples, at four starting points: the base model; a
+# **lighter cold start**, the cold-start recipe stopped after 128 steps (2,048 of the
+# 4,000 annotated conversations, each seen once; `configs/cold_start_light.yaml`),
+# trained in the next cell; the cold-start model (750 steps, three epochs); and the
+# R1-Zero model, chapter 7's run after 150 steps of accuracy-only RL
+# (`data/models/tiny-qwen2-r1-zero`). Each answers training problems 8 times at
+# temperature 1, as in training, and each group is scored with the accuracy-only
+# runs' reward, accuracy + 0.1 × format.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+LIGHT_CONFIG = REPO / "configs" / "cold_start_light.yaml"
+light_dir = tempfile.mkdtemp(prefix="ch11_light_")
+light_cfg = SFTConfig.from_yaml(LIGHT_CONFIG, [
+    f"output_dir={light_dir}", "save_final=false", "logging_steps=0",
+    "progress_bar=false", f"max_steps={P.pick(smoke=2, cpu=128, gpu=128)}"])
+light_model, _ = load_model_and_tokenizer(BASE_DIR, device=P.device)
+t0 = time.perf_counter()
+SFTTrainer(light_model, tok, light_cfg,
+           read_train_files(REPO / light_cfg.train_file, light_cfg)).train()
+print(f"lighter cold start: {light_cfg.max_steps} SFT steps in "
+      f"{time.perf_counter() - t0:.0f} s")
+shutil.rmtree(light_dir, ignore_errors=True)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+N_HABIT = P.pick(smoke=4, cpu=200, gpu=500)
+r1_zero_model, _ = load_model_and_tokenizer(REPO / "data" / "models"
+                                            / "tiny-qwen2-r1-zero", device=P.device)
+starts = {"base": base_model, "lighter cold start": light_model,
+          "cold start": cold_model, "R1-Zero": r1_zero_model}
+habit_rows, habit_samples = {}, {}  # per start: the table row, the scored samples
+for name, model in starts.items():
+    _, s = evaluate(model, tok, train_set, n=N_HABIT, num_samples=8, temperature=1.0,
+                    seed=0, return_samples=True, max_new_tokens=128)
+    s = s[s["mode"] == "sampled"].reset_index(drop=True)  # [N_HABIT * 8] rows
+    reward = (np.array(accuracy_reward(s["completion"].tolist(),
+                                       answer=s["answer"].tolist()))
+              + 0.1 * np.array(format_reward(s["completion"].tolist())))
+    habit_samples[name] = s.assign(reward=reward)
+    mixed = s["lang_mixed"].to_numpy()
+    habit_rows[name] = {
+        "mixed share": mixed.mean(),
+        "mixed answers": int(mixed.sum()),
+        "right | mixed": s.loc[mixed, "correct"].mean() if mixed.any() else np.nan,
+        "right | English": s.loc[~mixed, "correct"].mean(),
+        "mean advantage, mixed": habit_advantage(reward, mixed, 8)}
+habits = pd.DataFrame(habit_rows).T
+habits
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def habit_line(name):
+    """One start's row of the habits table, in words."""
+    row = habits.loc[name]
+    if row["mixed answers"] == 0:
+        return f"{name}: no mixed answer among {N_HABIT * 8:,}"
+    k = int(row["mixed answers"])
+    return (f"{name}: {k} mixed answer{'s' if k > 1 else ''} of {N_HABIT * 8:,}, "
+            f"right in {row['right | mixed']:.2f} of them against "
+            f"{row['right | English']:.2f} of the English ones, mean advantage "
+            f"{row['mean advantage, mixed']:+.2f}")
+
+
+say("; ".join(habit_line(name) for name in starts) + ".")
+
+
+def direction(advantage, tol=0.05):
+    """What accuracy-only RL does to a habit with this mean advantage."""
+    if np.isnan(advantage):
+        return "nothing to act on"
+    if abs(advantage) <= tol:
+        return "little push either way"
+    return "spreads it" if advantage > 0 else "removes it"
+
+
+say("Read as a prediction for accuracy-only RL: " + "; ".join(
+    f"{name}, {direction(habits.loc[name, 'mean advantage, mixed'])}"
+    for name in starts) + ".")
+
+# %% [markdown]
+# The sign explains the runs above. The base model's corpus wrote its Chinese
+# connectives into good traces, so in a group a mixed answer usually beats its English
+# siblings; accuracy-only RL reinforces it, and chapter 7's R1-Zero run ends with more
+# Chinese than the base model wrote. By then the push is spent (R1-Zero's mixed and
+# English answers are right about equally often), and the mixing it spread stays,
+# with nothing to remove it. After supervised fine-tuning on English traces the same
+# characters mean something else: a trace that has half left the base model's form
+# and not yet reached the new one, usually wrong. There accuracy is already against
+# mixing, and a language reward has little left to add. A model that still drifts
+# into mixing during RL after its cold start, as DeepSeek report for theirs
+# {cite}`deepseekai2025r1`, is one whose mixed traces are not worse ones; measuring
+# the habit's advantage tells which case a model is in before training with the
+# reward.
+
+# %% [markdown]
+# (ch11-light)=
+# ### From a lighter cold start
+#
+# The table makes a prediction for a start whose sampled answers still mix: from the
+# lighter cold start, accuracy-only RL should lower the mixing without any language
+# reward, and the language reward can only make it go faster. Two seeds each,
+# committed (`ch11_light_*`): the cold-start runs' settings (learning rate
+# $10^{-4}$, 128 tokens) from the lighter cold start (the checkpoint that the SFT
+# command in `data/runs/cold_start_light_cpu` makes), evaluated every 25 steps, the
+# final checkpoints sampled 4 times on each of the 500 held-out problems as before.
+# The greedy answers of this start have no Chinese character at all, so the figure
+# follows what training sees, the mean language reward of each step's samples:
+
+# %%
+plot_r_lang("lighter cold start")
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+light_start = pd.read_csv(RUNS / "cold_start_light_cpu" / "sampled_eval.csv",
+                          index_col="mode")
+light_mix = mixing_table("lighter cold start", "+ language")
+light_acc = accuracy_table("lighter cold start", "+ language")
+display(light_mix)
+display(light_acc)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+light_mix_0 = light_start.loc["sampled", "lang_mix_rate"]
+n_light = 500 * 4  # sampled held-out answers per checkpoint
+ctrl_end = light_mix["sampled, ctrl"].to_numpy(dtype=float)
+arm_end = light_mix["sampled, arm"].to_numpy(dtype=float)
+# binomial standard error of a difference of two rates, each from n_light answers
+se_drop = np.sqrt((light_mix_0 * (1 - light_mix_0) + ctrl_end * (1 - ctrl_end))
+                  / n_light)
+say(f"The lighter cold start mixes in {light_mix_0:.3f} of its {n_light:,} sampled "
+    f"held-out answers (greedy: {light_start.loc['greedy', 'lang_mix_rate']:.3f}). "
+    f"After 150 steps the accuracy-only runs mix in {ctrl_end[0]:.4f} and "
+    f"{ctrl_end[1]:.4f}, the language runs in {arm_end[0]:.4f} and {arm_end[1]:.4f} "
+    f"(seeds 0 and 1). The accuracy-only runs end "
+    f"{(light_mix_0 - ctrl_end[0]) / se_drop[0]:.1f} and "
+    f"{(light_mix_0 - ctrl_end[1]) / se_drop[1]:.1f} binomial standard errors of the "
+    f"difference below the start; "
+    f"the language run is lower than its twin in "
+    f"{int(light_mix['lower sampled'].sum())} of 2 seeds. Over the last 25 steps the "
+    f"training samples score {light_mix['r_lang, ctrl'].iloc[0]:.4f} and "
+    f"{light_mix['r_lang, ctrl'].iloc[1]:.4f} on language without the reward, "
+    f"{light_mix['r_lang, arm'].iloc[0]:.4f} and "
+    f"{light_mix['r_lang, arm'].iloc[1]:.4f} with it. Held-out strict accuracy goes "
+    f"from {light_start.loc['greedy', 'strict_acc']:.3f} to "
+    f"{light_acc['end, ctrl'].iloc[0]:.3f} and {light_acc['end, ctrl'].iloc[1]:.3f} "
+    f"without the language reward and {light_acc['end, arm'].iloc[0]:.3f} and "
+    f"{light_acc['end, arm'].iloc[1]:.3f} with it.")
+
+# %% [markdown]
+# The prediction holds in its direction, at the edge of what two seeds can show:
+# accuracy-only RL lowered the sampled mixing of the lighter cold start in both seeds,
+# by one to two standard errors, with no language reward to push it. The language
+# reward added nothing that the held-out samples can see. With a few mixed samples in
+# a hundred, most groups contain none, and in a group that does, the mixed answer is
+# usually already the worse one, so the 0.2 of the language term moves an advantage
+# that accuracy had set. Its trace is in the training samples, whose language reward
+# ends a little higher with it than without, a difference in the third decimal. So
+# on this model R1's language reward earns its keep only where a habit that
+# readers do not want comes with right answers, as it does in the base model.
+
+# %% [markdown]
 # (ch11-summary)=
 # ## What to notice
 #
@@ -1057,6 +1265,11 @@ say(f"After {STEPS} steps the accuracy-only model mixes in "
 #   less: summing first gives a small-scale reward full-size advantages wherever the
 #   big reward is constant and none where it varies; normalising first gives it its
 #   weight everywhere, noise included.
+# - A reward that never looks at a habit still moves it, by the habit's mean
+#   advantage: up where it comes with right answers (Chinese connectives in the base
+#   model), down where it comes with wrong ones (after the cold start). From a lighter
+#   cold start whose samples still mix, accuracy-only RL lowered the mixing by itself,
+#   and the language reward added nothing measurable.
 #
 # ## Exercises
 #
@@ -1071,7 +1284,8 @@ say(f"After {STEPS} steps the accuracy-only model mixes in "
 # `script_counts`.
 
 # %%
-from grpo_lib.exercises.ch11 import (check_language_share, check_lower_in_every_seed,
+from grpo_lib.exercises.ch11 import (check_habit_advantage, check_language_share,
+                                     check_lower_in_every_seed,
                                      check_normalize_then_sum)
 
 
@@ -1131,3 +1345,25 @@ except NotImplementedError:
 # notice a model that learned to write it? (c) A group of eight answers, all right,
 # one of which has a single Chinese word among twenty English ones. What advantage does
 # that answer get when the rewards are summed first, and what with GDPO?
+#
+# **11.5 — The push on a habit.** Write `my_habit_advantage(rewards, has_habit,
+# group_size)`: the mean group-relative advantage of the completions whose flag in
+# `has_habit` is true (groups of `group_size` contiguous rewards, sample standard
+# deviation, $\epsilon_{\mathrm{std}} = 10^{-4}$), `nan` when no flag is true, without
+# calling `habit_advantage` or `group_advantages`. Then use it on a habit of your
+# choice in the samples of {ref}`ch11-habits` (`habit_samples[start]` holds each
+# start's scored samples, its `reward` column the training reward; try
+# `"self_correction"`, or a `length` above the median): which way would
+# accuracy-only RL move it from each start?
+
+# %%
+def my_habit_advantage(rewards, has_habit, group_size):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_habit_advantage(my_habit_advantage)
+except NotImplementedError:
+    print("Not implemented yet: reshape the rewards to (groups, G) and standardise "
+          "each group; then keep only the flagged completions.")

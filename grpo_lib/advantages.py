@@ -242,3 +242,41 @@ def decoupled_advantages(
     advantages = (summed - summed.mean()) / (summed.std() + eps)  # [B]
     flat = equal.all(dim=-1).expand(-1, group_size).reshape(-1)  # [B]
     return advantages.masked_fill(flat, 0.0)
+
+
+def habit_advantage(
+    rewards: Sequence[float] | np.ndarray | torch.Tensor,
+    has_habit: Sequence[bool] | np.ndarray | torch.Tensor,
+    group_size: int,
+    scale: str = "group",
+) -> float:
+    r"""Mean group-relative advantage of the completions that show a habit.
+
+    .. math::
+
+        \bar A_H = \frac{1}{|H|} \sum_{i \in H} \hat A_i
+
+    where :math:`\hat A_i` is :func:`group_advantages` and :math:`H` the completions
+    with the habit (a Chinese character, a self-correction, a long answer ...). The
+    policy-gradient update is :math:`\sum_i \hat A_i \nabla_\theta \log
+    \pi_\theta(o_i \mid q)`, so the habit's completions get a net push of
+    :math:`|H| \, \bar A_H`: a reward that never looks at the habit still raises it
+    when :math:`\bar A_H > 0` (its completions score above their groups) and lowers
+    it when :math:`\bar A_H < 0`.
+
+    Args:
+        rewards: ``B`` rewards, each prompt's ``G`` completions contiguous.
+        has_habit: ``B`` booleans, the same order.
+        group_size: ``G``, >= 2.
+        scale: as in :func:`group_advantages`.
+    Returns:
+        :math:`\bar A_H` as a float; ``nan`` when no completion shows the habit.
+    """
+    habit = torch.tensor(np.asarray(has_habit, dtype=bool))  # [B], a copy
+    advantages = group_advantages(rewards, group_size, scale=scale)  # [B]
+    if habit.shape != advantages.shape:
+        raise ValueError(f"has_habit has {habit.numel()} entries for "
+                         f"{advantages.numel()} rewards; give one flag per completion")
+    if not habit.any():
+        return float("nan")
+    return float(advantages[habit].mean())

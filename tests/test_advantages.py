@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_lib.advantages import group_advantages, group_stats
+from grpo_lib.advantages import group_advantages, group_stats, habit_advantage
 
 SEED_REWARDS = [0.1, 1.1, 1.0, 0.1]  # seed 001's o1..o4 for "What is 2 + 3 * 4?"
 
@@ -159,3 +159,23 @@ def test_decoupled_advantages_zero_for_a_flat_group_and_clear_errors():
         decoupled_advantages(r, [1.0], group_size=4)
     with pytest.raises(ValueError, match=r"\[B, K\]"):
         decoupled_advantages([1.0, 0.0], [1.0], group_size=2)
+
+
+def test_habit_advantage_by_hand():
+    # Group 1: rewards 1, 0, 1, 0 -> mean 0.5, sample std sqrt(1/3), A = +-0.866;
+    # group 2 has equal rewards -> A = 0. The habit shows in completions 0, 1 and 4.
+    rewards = [1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0]
+    habit = [True, True, False, False, True, False, False, False]
+    a = 0.5 / (math.sqrt(1 / 3) + 1e-4)
+    assert habit_advantage(rewards, habit, 4) == pytest.approx((a - a + 0.0) / 3)
+    # Only the right answer of group 1 has the habit: the habit is pushed up.
+    assert habit_advantage(rewards, [True] + [False] * 7, 4) == pytest.approx(a)
+    assert habit_advantage(rewards, [False, True] + [False] * 6, 4) == pytest.approx(-a)
+    # Dr. GRPO's scale: A = r - mean.
+    assert habit_advantage(rewards, [True] + [False] * 7, 4, scale="none") == 0.5
+
+
+def test_habit_advantage_no_habit_and_bad_input():
+    assert math.isnan(habit_advantage([1.0, 0.0], [False, False], 2))
+    with pytest.raises(ValueError, match="one flag per completion"):
+        habit_advantage([1.0, 0.0, 1.0, 0.0], [True, False], 2)

@@ -192,6 +192,11 @@ def _ch11_sum_then_normalize(rewards_per_func, weights, group_size):
     return ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).flatten()
 
 
+def _ch11_habit_over_the_batch(rewards, has_habit, group_size):
+    r = torch.tensor(rewards)  # one baseline for the whole batch: wrong
+    return ((r - r.mean()) / (r.std() + 1e-4))[torch.tensor(has_habit)].mean().item()
+
+
 def _ch11_lower_on_average(treated, control, column="lang_mix_rate"):
     def final(frame):
         return frame.sort_values("step")[column].iloc[-1]
@@ -402,6 +407,7 @@ WRONG_ATTEMPTS = {
     "ch11.check_normalize_then_sum": (_ch11_sum_then_normalize,
                                       "normalise each reward column"),
     "ch11.check_lower_in_every_seed": (_ch11_lower_on_average, "seed by seed"),
+    "ch11.check_habit_advantage": (_ch11_habit_over_the_batch, "whole batch"),
     "ch16.check_rms_norm": (_ch16_layer_norm, "That is LayerNorm"),
     "ch16.check_rope": (_ch16_interleaved_rope, "pairs dimension i with i \\+ d/2"),
     "ch16.check_kv_cache_bytes": (_ch16_cache_all_query_heads, "key/value heads"),

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import decoupled_advantages, group_advantages
+from ..advantages import decoupled_advantages, group_advantages, habit_advantage
 from ..rewards import language_consistency_reward
 
 
@@ -243,4 +243,64 @@ def check_lower_in_every_seed(fn) -> bool:
                     "own final evaluation, not rows by position.")
         raise AssertionError(f"{name}: expected {expected}, got {bool(got)}.{hint}")
     print("check_lower_in_every_seed: seed by seed, final evaluation, strict <.")
+    return True
+
+
+# ------------------------------------------------------------ 11.5 habit advantage
+def reference_habit_advantage(rewards, has_habit, group_size) -> float:
+    """Mean group-relative advantage of the completions with the habit (sample std,
+    eps 1e-4, equal-reward groups at 0); nan when no completion has it."""
+    return habit_advantage(rewards, has_habit, group_size)
+
+
+def _habit_cases():
+    return [
+        ("the first right answer of one group", [1.0, 0.0, 1.0, 0.0],
+         [True, False, False, False], 4),
+        ("one right and one wrong answer", [1.0, 0.0, 1.0, 0.0],
+         [True, True, False, False], 4),
+        ("two groups, one easy and one hard", [1.1, 1.1, 1.1, 0.1, 1.0, 0.1, 0.1, 0.1],
+         [True, True, False, False, False, True, True, True], 4),
+        ("a group with equal rewards", [1.1, 1.1, 1.1, 1.1, 0.1, 1.1, 0.1, 0.1],
+         [True, True, True, False, True, False, False, False], 4),
+        ("groups of two", [1.0, 0.0, 0.0, 1.0, 0.5, 0.5],
+         [True, False, True, False, True, False], 2),
+        ("no completion has the habit", [1.0, 0.0, 1.0, 0.0],
+         [False, False, False, False], 4),
+    ]
+
+
+def check_habit_advantage(fn) -> bool:
+    """Check ``fn(rewards: list, has_habit: list, group_size: int) -> float``: the
+    mean advantage of the completions that show a habit."""
+    for name, rewards, habit, G in _habit_cases():
+        expected = reference_habit_advantage(rewards, habit, G)
+        got = fn(list(rewards), list(habit), G)
+        try:
+            got = float(got)
+        except (TypeError, ValueError):
+            raise AssertionError(f"{name}: expected a number, got {got!r}.") from None
+        if math.isnan(expected):
+            if math.isnan(got):
+                continue
+            raise AssertionError(f"{name}: expected nan (no completion to average), "
+                                 f"got {got}.")
+        if math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-6):
+            continue
+        r = torch.tensor(rewards)
+        mask = torch.tensor(habit)
+        batch = ((r - r.mean()) / (r.std() + 1e-4))[mask].mean().item()
+        population = group_advantages(rewards, G, std="population")[mask].mean().item()
+        everyone = group_advantages(rewards, G).mean().item()
+        hint = ""
+        if math.isclose(got, batch, rel_tol=1e-4, abs_tol=1e-6):
+            hint = (" You normalised over the whole batch: the baseline and the scale "
+                    "are each group's own.")
+        elif math.isclose(got, population, rel_tol=1e-4, abs_tol=1e-6):
+            hint = " That is the population std; GRPO (and TRL) divide by G - 1."
+        elif math.isclose(got, everyone, rel_tol=1e-4, abs_tol=1e-6):
+            hint = (" You averaged every completion's advantage (always about 0); "
+                    "average only those with the habit.")
+        raise AssertionError(f"{name}: expected {expected:.4f}, got {got:.4f}.{hint}")
+    print("check_habit_advantage: per-group advantages, averaged over the habit.")
     return True
