@@ -24,9 +24,11 @@
 # 1. **the task**: problems whose targets are provably reachable, from a solver;
 # 2. **scoring an answer**: the safe check, and why each wrong answer fails;
 # 3. **a base model that can try**: a designed corpus of search traces, with flaws;
-# 4. **GRPO on it**: live, then two committed runs, GRPO-Zero's reward against the
-#    answer alone: success rate, the format reward's share, response length;
-# 5. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
+# 4. **GRPO on the first base**: three committed runs that do not learn;
+# 5. **why**: the first base's own answers, read step by step;
+# 6. **a second corpus, and GRPO on it**: a base that computes and copies better,
+#    live, then two seeds: success rate, the format reward's share, response length;
+# 7. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -41,21 +43,25 @@ import random
 import re
 import tempfile
 import time
+from dataclasses import asdict
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 import transformers
 
-from grpo_lib.countdown_corpus import render_response
+from grpo_lib.countdown_corpus import (COUNTDOWN_MIXES, chain_attempt,
+                                       render_response, restate)
 from grpo_lib.display import say, show_source
 from grpo_lib.evaluation import evaluate
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.profiles import profile
 from grpo_lib.rewards import (COUNTDOWN_VERDICTS, countdown_format_reward,
-                              countdown_reward, countdown_verdict)
+                              countdown_reward, countdown_verdict,
+                              countdown_worked_answer_reward)
 from grpo_lib.tasks import load_task_split
-from grpo_lib.tasks.countdown import DATA_DIR, solve
+from grpo_lib.runs import load_run, load_seeds, mean_range
+from grpo_lib.tasks.countdown import DATA_DIR, solve, worked_steps
 from grpo_lib.trainer import train_from_yaml
 
 P = profile()
@@ -67,7 +73,9 @@ transformers.utils.logging.disable_progress_bar()
 ROOT = DATA_DIR.parents[1]  # the repository root
 RUNS = ROOT / "data" / "runs"
 CONFIG = ROOT / "configs" / "countdown_tiny.yaml"
+CHAIN_CONFIG = ROOT / "configs" / "countdown_chain_tiny.yaml"
 BASE = ROOT / "data" / "models" / "tiny-qwen2-countdown-base"
+BASE2 = ROOT / "data" / "models" / "tiny-qwen2-countdown-chain-base"
 
 train_rows = load_task_split("countdown", "train")
 test_rows = load_task_split("countdown", "test")
@@ -167,9 +175,9 @@ say(f"Over {n_arith} problems × 4 samples, the arithmetic base solves "
 
 # %% [markdown]
 # So the book builds a Countdown base the way it built the arithmetic one, from a
-# designed corpus (`grpo_lib/countdown_corpus.py`). A response first copies the
-# problem, then tries random expressions, works each out step by step, and stops at
-# the first that hits:
+# designed corpus (`grpo_lib/countdown_corpus.py`); this chapter makes two. In the
+# first, a response copies the problem, then tries random expressions, works each
+# out step by step, and stops at the first that hits:
 
 # %%
 show_source(render_response, docstring=False, start="hits, misses = found",
@@ -204,9 +212,9 @@ print(f"numbers {problem['numbers']}, target {problem['target']}")
 print(pd.DataFrame(shown).to_string(index=False))
 
 # %% [markdown]
-# The base model continues the arithmetic base's pretraining on 1,000 × 64 of these
-# documents, with the arithmetic base's tokenizer, so that it starts out knowing how
-# to write `a op b = c`:
+# The first base model continues the arithmetic base's pretraining on 1,000 × 64 of
+# these documents, with the arithmetic base's tokenizer, so that it starts out
+# knowing how to write `a op b = c`:
 #
 # ```
 # python -m grpo_lib pretrain --task countdown --size tiny \
@@ -227,7 +235,7 @@ print(card[["strict_acc", "format_rate", "mean_length", "truncated_rate", "k",
             "pass_at_k", "n"]].to_string(float_format=lambda v: f"{v:.3f}"))
 
 # %%
-say(f"Greedy, the base model solves {card.loc['greedy', 'strict_acc']:.1%} of the "
+say(f"Greedy, the first base solves {card.loc['greedy', 'strict_acc']:.1%} of the "
     f"{int(card.loc['greedy', 'n'])} held-out problems; sampled at temperature 1, "
     f"{card.loc['sampled', 'strict_acc']:.1%} of its answers are right, and "
     f"{card.loc['sampled', 'pass_at_k']:.1%} of the problems are solved by at least "
@@ -235,7 +243,7 @@ say(f"Greedy, the base model solves {card.loc['greedy', 'strict_acc']:.1%} of th
     f"needs: a group in which some answers are right and some are not.")
 
 # %% [markdown]
-# ## GRPO on Countdown
+# ## GRPO on the first base
 #
 # The configuration is chapter 7's, with GRPO-Zero's reward split into its two
 # parts, so that each is logged, and a third function at weight 0:
@@ -249,23 +257,6 @@ print(config_text[config_text.index("model_name_or_path"):
                   config_text.index("# credit")].strip())
 
 # %% [markdown]
-# A short run, live:
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-torch.manual_seed(0)
-live_dir = tempfile.mkdtemp(prefix="ch17_")
-live_steps = P.pick(smoke=2, cpu=12, gpu=120)
-live_metrics = train_from_yaml(CONFIG, [
-    f"model_name_or_path={BASE}", f"output_dir={live_dir}", f"max_steps={live_steps}",
-    "eval_on_start=false", "eval_every=0", "save_every=0", "save_final=false",
-    "sample_every=0", "print_every=4", f"device={P.device}", "progress_bar=false",
-    *(["per_step_prompts=2", "num_generations=4", "micro_batch_size=8",
-       "max_completion_length=48"] if P.is_smoke else [])])
-
-# %% [markdown]
-# ## Two rewards
-#
 # The committed runs come from the command line, one torch thread each, with the
 # same seed: GRPO-Zero's reward as configured, and the same configuration paying the
 # answer only (the format score is still logged, at weight 0):
@@ -286,11 +277,11 @@ live_metrics = train_from_yaml(CONFIG, [
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-runs = {"answer + 0.1 format": RUNS / "ch17_countdown_seed0_cpu",
-        "answer only": RUNS / "ch17_countdown_answer_only_seed0_cpu",
-        "answer only, lr 1e-4": RUNS / "ch17_countdown_answer_only_lr1e-4_seed0_cpu"}
-metrics = {k: pd.read_csv(d / "metrics.csv") for k, d in runs.items()}
-evals = {k: pd.read_csv(d / "eval.csv").set_index("step") for k, d in runs.items()}
+runs = {"answer + 0.1 format": load_run("ch17_countdown_seed0_cpu"),
+        "answer only": load_run("ch17_countdown_answer_only_seed0_cpu"),
+        "answer only, lr 1e-4": load_run("ch17_countdown_answer_only_lr1e-4_seed0_cpu")}
+metrics = {k: r.metrics for k, r in runs.items()}
+evals = {k: r.evals for k, r in runs.items()}
 table = pd.DataFrame({k: e["strict_acc"] for k, e in evals.items()}).T
 table.columns = [f"success @ {c}" for c in table.columns]
 table["format @ end"] = [e["format_rate"].iloc[-1] for e in evals.values()]
@@ -299,28 +290,39 @@ table["length @ end"] = [e["mean_length"].iloc[-1] for e in evals.values()]
 table["minutes"] = [m["time_step"].sum() / 60 for m in metrics.values()]
 print(table.to_string(float_format=lambda v: f"{v:.3f}"))
 
+
 # %%
 # NBVAL_IGNORE_OUTPUT
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-for i, (k, m) in enumerate(metrics.items()):
-    smooth = m.rolling(10, min_periods=1).mean()
-    axes[0].plot(m.step, smooth["reward/countdown_answer_reward"], color=f"C{i}",
-                 label=f"answer ({k})")
-    axes[0].plot(m.step, 0.1 * smooth["reward/countdown_format_reward"], ls="--",
-                 color=f"C{i}", label=f"0.1 × format ({k})")
-    axes[1].plot(evals[k].index, evals[k]["strict_acc"], "o-", color=f"C{i}",
-                 label=k)
-    axes[2].plot(m.step, smooth["completion_length"], color=f"C{i}", label=k)
-axes[0].set(xlabel="step", ylabel="mean score (10-step mean)",
-            title="Sampled answers: the two scores")
-axes[1].set(xlabel="step", ylabel="held-out success (greedy)", ylim=(0, None),
-            title="Held-out success")
-axes[2].set(xlabel="step", ylabel="tokens (10-step mean)",
-            title="Sampled response length")
-for ax in axes:
-    ax.legend(fontsize=8)
-fig.tight_layout()
-plt.show()
+FIRST_SCORES = {"answer": ("reward/countdown_answer_reward", 1.0),
+                "0.1 × format": ("reward/countdown_format_reward", 0.1)}
+
+
+def plot_runs(metrics, evals, title, scores=FIRST_SCORES):
+    """Three panels: two sampled scores (label: (column, scale)), held-out
+    success, sampled length."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for i, (k, m) in enumerate(metrics.items()):
+        smooth = m.rolling(10, min_periods=1).mean()
+        for (label, (column, scale)), ls in zip(scores.items(), ("-", "--")):
+            axes[0].plot(m.step, scale * smooth[column], ls=ls, color=f"C{i}",
+                         label=f"{label} ({k})")
+        axes[1].plot(evals[k].index, evals[k]["strict_acc"], "o-", color=f"C{i}",
+                     label=k)
+        axes[2].plot(m.step, smooth["completion_length"], color=f"C{i}", label=k)
+    axes[0].set(xlabel="step", ylabel="mean score (10-step mean)",
+                title="Sampled answers: the two scores")
+    axes[1].set(xlabel="step", ylabel="held-out success (greedy)", ylim=(0, None),
+                title="Held-out success")
+    axes[2].set(xlabel="step", ylabel="tokens (10-step mean)",
+                title="Sampled response length")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    plt.show()
+
+
+plot_runs(metrics, evals, "GRPO on the first base")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -361,6 +363,317 @@ say(f"At a fifth of the learning rate the answer-only run keeps searching: its "
 # policy as far as a full batch would. Under GRPO-Zero's reward, the cheapest gain is
 # to finish inside the token limit, and the policy learns to stop searching early.
 #
+# ## Why the first base fails
+#
+# RL sharpens what a base model can already do now and then; it does not teach a
+# skill the samples never show. So before changing the RL settings again, read the
+# base model's own answers. `worked_steps` reads every `a op b = c` a response
+# writes and checks it:
+
+# %%
+show_source(worked_steps, docstring=False)
+
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+n_check = P.pick(smoke=8, cpu=200, gpu=500)
+
+
+def sample_base(path):
+    """Greedy and 4 sampled answers of a base model on the first n_check held-out
+    problems, each with its verdict."""
+    model, tok = load_model_and_tokenizer(path, device=P.device)
+    _, samples = evaluate(model, tok, test_rows, n=n_check, batch_size=200,
+                          num_samples=4, seed=0, return_samples=True,
+                          max_new_tokens=P.pick(smoke=48, cpu=256, gpu=256))
+    rows = [test_rows[i] for i in samples["prompt_index"]]
+    samples["verdict"] = [countdown_verdict(text, row["numbers"], row["target"])
+                          for text, row in zip(samples["completion"], rows)]
+    samples["work shows it"] = countdown_worked_answer_reward(
+        list(samples["completion"]), numbers=[r["numbers"] for r in rows],
+        target=[r["target"] for r in rows])
+    return samples
+
+
+def diagnose(samples):
+    """What the sampled answers show: right answers, answers with the wrong
+    numbers, answers without an answer block, and the worked steps."""
+    sampled = samples[samples["mode"] == "sampled"]
+    steps = [ok for text in sampled["completion"] for *_, ok in worked_steps(text)]
+    wrong_numbers = sampled["verdict"].str.startswith("wrong_numbers")
+    right = sampled["verdict"] == "correct"
+    return {"right": right.mean(),
+            "right, work wrong": (right & (sampled["work shows it"] == 0)).mean(),
+            "wrong numbers": wrong_numbers.mean(),
+            "no answer": (sampled["verdict"] == "no_answer").mean(),
+            "steps per answer": len(steps) / len(sampled),
+            "steps miscomputed": 1 - sum(steps) / max(1, len(steps))}
+
+
+base_samples = {"first base": sample_base(BASE)}
+print(pd.Series(diagnose(base_samples["first base"])).to_string(
+    float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+first_diag = diagnose(base_samples["first base"])
+say(f"Of the first base's sampled answers, {first_diag['right']:.1%} are right and "
+    f"{first_diag['wrong numbers']:.1%} use the wrong numbers; "
+    f"{first_diag['steps miscomputed']:.1%} of the steps it works out are wrong.")
+print(base_samples["first base"].query("mode == 'sampled'")["completion"].iloc[0])
+
+# %% [markdown]
+# Two skills the corpus asks for are beyond a model of a million parameters. The
+# first is arithmetic on values up to 999 (`13 * 14 = 182`), which the tree corpus
+# allows for intermediate results. The second is rebuilding the answer from the
+# steps: the steps `13 * 1 = 13, 14 + 13 = 27, 27 + 1 = 28` are the answer
+# `(14 + 13 * 1) + 1` only once each sub-result is put back where it came from.
+# Wrong sums make a right search miss, and a wrong rebuild turns a hit into an
+# answer with the wrong numbers. Neither is rare enough for GRPO to find the
+# right answers it needs.
+#
+# ## A second corpus: chains
+#
+# The second corpus keeps the task, the prompt, the restated problem and the three
+# flaws, and changes the attempts. Each attempt takes the numbers in a random order
+# and combines the running value with the next number, so the answer copies the
+# steps in order; no value along the way exceeds 100:
+
+# %%
+show_source(chain_attempt, docstring=False)
+
+# %%
+chain_mix = COUNTDOWN_MIXES["chain"]
+rng = random.Random(3)
+print(render_response(problem, "correct", rng, chain_mix))
+print(render_response(problem, "give_up", rng, chain_mix))
+print({k: v for k, v in asdict(chain_mix).items()
+       if v != asdict(COUNTDOWN_MIXES["tree"])[k]})
+
+# %% [markdown]
+# The second base gets the first one's budget: 1,000 steps of 64 documents from
+# the arithmetic base, with the same learning rate:
+#
+# ```
+# python -m grpo_lib pretrain --task countdown --countdown-mix chain --size tiny \
+#     --init-from data/models/tiny-qwen2-base --steps 1000 --lr 1e-3 \
+#     --save-dtype bfloat16 --out data/models/tiny-qwen2-countdown-chain-base
+# ```
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+info2 = json.loads((BASE2 / "pretrain_info.json").read_text())
+card2 = pd.read_csv(BASE2 / "eval.csv", index_col=0)
+say(f"{info2['steps']} steps of {info2['batch_size']} documents, "
+    f"{info2['tokens_seen'] / 1e6:.1f} M tokens, {info2['wall_time_s'] / 60:.0f} min "
+    f"on {info2['device']}; final loss {info2['final_loss_mean_last_50']:.3f}.")
+cards = pd.concat({"first base": card, "chain base": card2})
+print(cards[["strict_acc", "format_rate", "mean_length", "truncated_rate", "k",
+             "pass_at_k"]].to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+base_samples["chain base"] = sample_base(BASE2)
+diagnosis = pd.DataFrame({k: diagnose(s) for k, s in base_samples.items()})
+print(diagnosis.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+say(f"On the same {n_check} problems, the chain base miscomputes "
+    f"{diagnosis.loc['steps miscomputed', 'chain base']:.1%} of its steps (first "
+    f"base: {diagnosis.loc['steps miscomputed', 'first base']:.1%}) and "
+    f"{diagnosis.loc['right', 'chain base']:.1%} of its sampled answers are right "
+    f"(first base: {diagnosis.loc['right', 'first base']:.1%}). On all 500 held-out "
+    f"problems (the model cards), "
+    f"{card2.loc['sampled', 'pass_at_k']:.1%} are solved by at least one of "
+    f"{int(card2.loc['sampled', 'k'])} samples, against "
+    f"{card.loc['sampled', 'pass_at_k']:.1%} for the first base.")
+
+# %% [markdown]
+# ## GRPO on the chain base
+#
+# First the first base's configuration, unchanged but for the model: GRPO-Zero's
+# reward at chapter 7's learning rate, two seeds, one torch thread each. Both runs
+# were stopped after 15 steps, once the answers had plainly gone the way of the
+# first base's runs:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+early = load_seeds("ch17_chain_grpozero")
+cols = ["reward/countdown_answer_reward", "format_rate", "completion_length"]
+collapse = pd.DataFrame({
+    f"seed {i}, steps {a}-{b}": r.metrics.query("@a <= step <= @b")[cols].mean()
+    for i, r in enumerate(early) for a, b in ((1, 5), (11, 15))}).T
+collapse.columns = ["sampled success", "sampled format", "length"]
+print(collapse.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+say(f"Sampled success falls from "
+    f"{mean_range(collapse.iloc[[0, 2], 0].tolist())} over steps 1-5 to "
+    f"{mean_range(collapse.iloc[[1, 3], 0].tolist())} over steps 11-15, while the "
+    f"format rate climbs to {mean_range(collapse.iloc[[1, 3], 1].tolist(), 2)} and "
+    f"the answers shrink to {mean_range(collapse.iloc[[1, 3], 2].tolist(), 0)} "
+    f"tokens. At the start, {card2.loc['sampled', 'truncated_rate']:.0%} of the "
+    f"chain base's sampled answers run out of tokens before they answer.")
+
+# %% [markdown]
+# The better base has not removed the cheap way to the format score. A group in
+# which every answer is wrong still ranks its answers by format: the finished ones
+# beat the truncated ones, and the quickest way to finish is the designed flaw that
+# gives up after a miss. So most groups teach the policy to stop searching.
+#
+# Paying the answer only removes that: a group in which every answer is wrong
+# teaches nothing. Two more seeds, the answer reward alone, at a learning rate of
+# 3e-4, stopped after the evaluation at step 25 (seed 0's metrics were lost; its
+# console log keeps both evaluations):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+answer_only = load_run("ch17_chain_answer_only_seed1_cpu")
+log0 = (RUNS / "ch17_chain_answer_only_seed0_cpu" / "train.log").read_text()
+evals0 = {int(step): float(acc) for step, acc in
+          re.findall(r"eval @ step (\d+): strict_acc=([\d.]+)", log0)}
+ao_table = pd.DataFrame({"seed 0": pd.Series(evals0),
+                         "seed 1": answer_only.evals["strict_acc"]}).T
+ao_table.columns = [f"success @ {c}" for c in ao_table.columns]
+print(ao_table.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %% [markdown]
+# Held-out success falls in both seeds. The answers GRPO paid at step 25 (seed 1's
+# `samples.jsonl`) show why: the reward reads the answer block and nothing else.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+step25 = pd.read_json(RUNS / answer_only.name / "samples.jsonl", lines=True)
+paid = step25[step25["reward/countdown_answer_reward"] == 1].copy()
+problems = [json.loads(q.split("->")[0]) for q in paid["question"]]
+paid["work shows it"] = countdown_worked_answer_reward(
+    list(paid["completion"]), numbers=problems,
+    target=[int(q.split("->")[1]) for q in paid["question"]])
+for _, row in paid.iterrows():
+    print(f"[work shows it: {row['work shows it']:.0f}] {row['completion']}\n")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+lucky, right = diagnosis.loc[["right, work wrong", "right"], "chain base"]
+say(f"Held-out success at step 25: {ao_table.iloc[0, -1]:.3f} and "
+    f"{ao_table.iloc[1, -1]:.3f}, from {ao_table.iloc[0, 0]:.3f}. Of the chain "
+    f"base's own sampled answers, {right:.1%} are right, and {lucky:.1%} are right "
+    f"after work that is wrong: {lucky / right if right else float('nan'):.0%} of "
+    f"the right answers.")
+
+# %% [markdown]
+# A right answer after wrong work is a lucky guess: the expression happens to hit
+# while the steps above it say something else. Paying it as much as an honest
+# answer teaches the policy that the steps do not matter, and a policy that stops
+# computing stops finding answers at all: greedy decoding, which cannot count on
+# luck, falls first.
+#
+# `countdown_worked_answer_reward` pays a right answer only when the work shows it:
+# every step the response writes is right, and the last one reaches the target.
+
+# %%
+show_source(countdown_worked_answer_reward, docstring=False)
+
+# %% [markdown]
+# `configs/countdown_chain_tiny.yaml` trains on it, with the answer-only reward,
+# GRPO-Zero's format score and the value-only monitor logged at weight 0, at a
+# learning rate of 3e-4 for 100 steps, evaluating every 25. A short run, live:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+torch.manual_seed(0)
+live_dir = tempfile.mkdtemp(prefix="ch17_")
+live_steps = P.pick(smoke=2, cpu=12, gpu=100)
+live_metrics = train_from_yaml(CHAIN_CONFIG, [
+    f"model_name_or_path={BASE2}", f"output_dir={live_dir}",
+    f"max_steps={live_steps}", "eval_on_start=false", "eval_every=0", "save_every=0",
+    "save_final=false", "sample_every=0", "print_every=4", f"device={P.device}",
+    "progress_bar=false",
+    *(["per_step_prompts=2", "num_generations=4", "micro_batch_size=8",
+       "max_completion_length=48"] if P.is_smoke else [])])
+
+# %% [markdown]
+# The committed runs are two seeds of that configuration, from the command line,
+# one torch thread each, two at a time, stopped after the evaluation at step 25:
+#
+# ```
+# python -m grpo_lib train --config configs/countdown_chain_tiny.yaml --set seed=0 ...
+# python -m grpo_lib train --config configs/countdown_chain_tiny.yaml --set seed=1 ...
+# ```
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+chain = load_seeds("ch17_chain_worked")
+chain_metrics = {f"seed {i}": r.metrics for i, r in enumerate(chain)}
+chain_evals = {f"seed {i}": r.evals for i, r in enumerate(chain)}
+plot_runs(chain_metrics, chain_evals, "GRPO on the chain base, the work checked",
+          scores={"answer": ("reward/countdown_answer_reward", 1.0),
+                  "work shows it": ("reward/countdown_worked_answer_reward", 1.0)})
+tries = pd.DataFrame({
+    "answer only": ao_table.iloc[:, -1].to_numpy(),
+    "work checked": [e["strict_acc"].loc[25] for e in chain_evals.values()]},
+    index=["seed 0", "seed 1"]).T
+tries.insert(0, "base", chain[0].evals["strict_acc"].loc[0])
+print("held-out success (greedy) at step 25")
+print(tries.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+lucky_share = [(m["reward/countdown_answer_reward"]
+                - m["reward/countdown_worked_answer_reward"]).mean()
+               for m in chain_metrics.values()]
+say(f"With the work checked, held-out success at step 25 is "
+    f"{mean_range(tries.loc['work checked', ['seed 0', 'seed 1']].tolist())} "
+    f"(answer only: "
+    f"{mean_range(tries.loc['answer only', ['seed 0', 'seed 1']].tolist())}; base: "
+    f"{tries['base'].iloc[0]:.3f}). A share of "
+    f"{mean_range(lucky_share)} of the sampled answers were lucky and went unpaid.")
+
+# %% [markdown]
+# The fall is slower and it is still a fall. The policy's samples at step 25 show
+# where it starts: the copy of the problem at the top of the trace, which every
+# attempt reads its numbers from.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def copies_problem(text, question):
+    """True when a response starts by restating its problem exactly."""
+    numbers, target = json.loads(question.split("->")[0]), int(question.split("->")[1])
+    return text.removeprefix("<think> ").startswith(restate(numbers, target))
+
+
+base_sampled = base_samples["chain base"].query("mode == 'sampled'")
+copied = {"chain base (held-out)": [
+    copies_problem(t, f"{test_rows[i]['numbers']} -> {test_rows[i]['target']}")
+    for t, i in zip(base_sampled["completion"], base_sampled["prompt_index"])]}
+for i, r in enumerate(chain):
+    last = pd.read_json(RUNS / r.name / "samples.jsonl", lines=True).query("step == 25")
+    copied[f"seed {i}, step 25"] = [copies_problem(t, q) for t, q in
+                                    zip(last["completion"], last["question"])]
+copied = pd.Series({k: sum(v) / len(v) for k, v in copied.items()})
+print(copied.to_string(float_format=lambda v: f"{v:.3f}"))
+print(last["completion"].iloc[0][:200])
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+say(f"The chain base copies its problem exactly in "
+    f"{copied.iloc[0]:.0%} of its sampled answers; after 25 steps, in "
+    f"{mean_range(copied.iloc[1:].tolist(), 2)} of the training samples.")
+
+# %% [markdown]
+# Nothing in the reward asks the model to stop copying well. What erodes the skill
+# is how few answers carry the signal. With a sampled success near one in ten, most
+# groups of 8 are all wrong and teach nothing, so each update comes from a handful
+# of groups, and Adam moves every weight by about the learning rate whatever the
+# gradient's size. The direction that fits those few answers is not one that keeps
+# a million-parameter model's copying intact, and 25 such steps undo part of what
+# pretraining built. The levers against this drift are a KL penalty toward the base
+# ($\beta$, chapter 8), a lower learning rate, and more prompts per step, so that
+# more groups carry a signal.
+
+# %% [markdown]
 # ## What the numbers check blocks
 #
 # `metrics.csv` logs, at every step, the share of the 128 sampled answers that a
@@ -370,53 +683,46 @@ say(f"At a fifth of the learning rate the answer-only run keeps searching: its "
 # %%
 # NBVAL_IGNORE_OUTPUT
 per_step = 16 * 8  # prompts x completions per step
+all_metrics = {**metrics, **{f"chain base, {k}": m for k, m in chain_metrics.items()}}
 hacks = {k: (m["reward/countdown_value_only_reward"]
-             - m["reward/countdown_answer_reward"]) for k, m in metrics.items()}
-fig, ax = plt.subplots(figsize=(6, 3.4))
+             - m["reward/countdown_answer_reward"]) for k, m in all_metrics.items()}
+fig, ax = plt.subplots(figsize=(6.5, 3.6))
 for i, (k, h) in enumerate(hacks.items()):
-    ax.plot(metrics[k].step, h.rolling(10, min_periods=1).mean(), color=f"C{i}",
+    ax.plot(all_metrics[k].step, h.rolling(10, min_periods=1).mean(), color=f"C{i}",
             label=k)
 ax.set(xlabel="step", ylabel="share of sampled answers (10-step mean)",
        title="Right value, wrong numbers")
-ax.legend(fontsize=9)
+ax.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
 counted = {k: int(round((h * per_step).sum())) for k, h in hacks.items()}
 paid = {k: int(round((m["reward/countdown_answer_reward"] * per_step).sum()))
-        for k, m in metrics.items()}
+        for k, m in all_metrics.items()}
 say(f"Sampled answers ({per_step} per step) that reach the target with the wrong "
     f"numbers, against right answers: " + "; ".join(
-        f"{k}, {int(metrics[k]['step'].max())} steps: {counted[k]:,} against "
-        f"{paid[k]:,}" for k in metrics) + ". Our check scores each of them 0 for "
-    f"the answer; a value-only checker would have paid each one as much as a right "
-    f"answer.")
+        f"{k}, {int(all_metrics[k]['step'].max())} steps: {counted[k]:,} against "
+        f"{paid[k]:,}" for k in all_metrics) + ". Our check scores each of them 0 "
+    f"for the answer; a value-only checker would have paid each one as much as a "
+    f"right answer.")
 
 # %% [markdown]
-# The same verdicts for the base model's own answers on held-out problems, greedy
-# and 4 samples at temperature 1:
+# The same verdicts for the two base models' own answers on held-out problems,
+# greedy and 4 samples at temperature 1 (the samples read above):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-n_check = P.pick(smoke=8, cpu=200, gpu=500)
-base, base_tok = load_model_and_tokenizer(BASE, device=P.device)
-_, samples = evaluate(base, base_tok, test_rows, n=n_check, batch_size=200,
-                      num_samples=4, seed=0, return_samples=True,
-                      max_new_tokens=P.pick(smoke=48, cpu=256, gpu=256))
-samples["verdict"] = [
-    countdown_verdict(text, test_rows[i]["numbers"], test_rows[i]["target"])
-    for text, i in zip(samples["completion"], samples["prompt_index"])]
-shares = (pd.crosstab(samples["verdict"], samples["mode"], normalize="columns")
-          .reindex(list(COUNTDOWN_VERDICTS)).fillna(0.0))
+shares = pd.concat({k: pd.crosstab(s["verdict"], s["mode"], normalize="columns")
+                    for k, s in base_samples.items()}, axis=1)
+shares = shares.reindex(list(COUNTDOWN_VERDICTS)).fillna(0.0)
 print(shares.to_string(float_format=lambda v: f"{v:.3f}"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-say(f"On the first {n_check} held-out problems, {shares.loc['correct', 'sampled']:.1%} "
-    f"of the base model's sampled answers are right and "
-    f"{shares.loc['wrong_numbers_hits_target', 'sampled']:.1%} reach the target "
-    f"with the wrong numbers; most wrong answers use the wrong numbers without "
-    f"reaching the target ({shares.loc['wrong_numbers', 'sampled']:.1%}) or have no "
-    f"answer block ({shares.loc['no_answer', 'sampled']:.1%}).")
+hit_wrong = shares.loc["wrong_numbers_hits_target"]
+say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
+    f"answers and {hit_wrong[('chain base', 'sampled')]:.1%} of the chain base's "
+    f"reach the target with the wrong numbers: the designed `drop_number` flaw, and "
+    f"miscopied numbers that happen to land.")
 
 # %% [markdown]
 # ## Summary
@@ -425,15 +731,18 @@ say(f"On the first {n_check} held-out problems, {shares.loc['correct', 'sampled'
 #   given number exactly once and reach the target. The check runs on a parsed
 #   expression in exact fractions and never calls `eval`; GRPO-Zero's character
 #   whitelist lets `9**9**9**9` through to `eval`.
-# - A model needs to be able to try before RL can help. The Countdown base model
-#   continues the arithmetic base's pretraining on a designed corpus of random search
-#   traces, with three flaws triggered by visible features: giving up, dropping a
-#   number, breaking the format.
-# - From that base, GRPO with chapter 7's learning rate made things worse under
-#   both rewards (the table above), and a fifth of that rate changed nothing in 40
-#   steps: correct answers are too rare for most groups to carry a signal. Under
-#   GRPO-Zero's reward the format term dominates the early reward and the policy
-#   learns to stop searching.
+# - A model needs to be able to try before RL can help. The first Countdown base,
+#   trained on random search traces over expression trees, solved too few problems
+#   for GRPO to learn from, under either reward and at either learning rate. Its own
+#   samples say why: it miscomputes its steps and rebuilds answers with the wrong
+#   numbers.
+# - The second corpus keeps the task and the flaws and makes the attempts chains
+#   with small values. With the same budget, its base computes and copies better and
+#   solves more held-out problems (the model cards above).
+# - GRPO still lost ground from it, three times, each for a reason the logs show:
+#   GRPO-Zero's format score taught the policy to give up and answer; the answer
+#   reward paid lucky answers after wrong work; with the work checked, the copy of
+#   the problem eroded under updates driven by a few groups.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.

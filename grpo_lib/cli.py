@@ -201,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", default="tiny", choices=["micro", "tiny", "small"])
     p.add_argument("--task", default="arithmetic", choices=["arithmetic", "countdown"],
                    help="the designed corpus: arithmetic, or Countdown (chapter 17)")
+    p.add_argument("--countdown-mix", default="tree", choices=["tree", "chain"],
+                   help="Countdown's attempts (grpo_lib.countdown_corpus."
+                        "COUNTDOWN_MIXES): tree (the first base) or chain")
     p.add_argument("--init-from", default=None, metavar="MODEL",
                    help="continue pretraining this model (with its tokenizer) instead "
                         "of starting from random weights")

@@ -41,6 +41,7 @@ from .tasks.countdown import countdown_prompt
 MAX_VALUE = 999  # intermediate results stay small, as a tiny model's arithmetic needs
 
 BEHAVIOURS = ("correct", "give_up", "drop_number", "no_tags", "unclosed_think")
+ATTEMPT_STYLES = ("tree", "chain")
 
 
 @dataclass
@@ -54,40 +55,49 @@ class CountdownMix:
     format_rate: float = 0.3
     format_rate_other: float = 0.03
     max_misses: int = 4  # missed attempts before the hit: uniform in 0..max_misses
+    attempt: str = "tree"  # "tree": random_attempt; "chain": chain_attempt
+    max_value: int = MAX_VALUE  # largest intermediate result an attempt may show
 
     def __post_init__(self):
         for name, value in asdict(self).items():
-            if name != "max_misses" and not 0.0 <= value <= 1.0:
+            if name.endswith("_rate") and not 0.0 <= value <= 1.0:
                 raise ValueError(
                     f"CountdownMix.{name} must be a probability in [0, 1], got {value}")
         if self.max_misses < 0:
             raise ValueError(f"CountdownMix.max_misses must be >= 0, "
                              f"got {self.max_misses}")
+        if self.attempt not in ATTEMPT_STYLES:
+            raise ValueError(f"CountdownMix.attempt must be one of {ATTEMPT_STYLES}, "
+                             f"got {self.attempt!r}")
+        if self.max_value < 1:
+            raise ValueError(f"CountdownMix.max_value must be >= 1, "
+                             f"got {self.max_value}")
 
 
-def _steps_of(a: int, b: int) -> list[tuple[str, int]]:
-    """The operators that keep ``a op b`` a whole number in 0..MAX_VALUE."""
+def _steps_of(a: int, b: int, max_value: int = MAX_VALUE) -> list[tuple[str, int]]:
+    """The operators that keep ``a op b`` a whole number in 0..max_value."""
     out = [("+", a + b), ("*", a * b)]
     if a >= b:
         out.append(("-", a - b))
     if b > 1 and a % b == 0:
         out.append(("/", a // b))
-    return [(op, v) for op, v in out if v <= MAX_VALUE]
+    return [(op, v) for op, v in out if v <= max_value]
 
 
-def random_attempt(numbers: list[int], rng: random.Random):
+def random_attempt(numbers: list[int], rng: random.Random,
+                   max_value: int = MAX_VALUE):
     """One random way to combine all ``numbers``: ``(steps, expression, value)``.
 
     Repeatedly pick two remaining values and an operator that keeps the result a
-    whole number in 0..999; ``steps`` are ``(a, op, b, value)``. ``None`` when a
-    draw gets stuck (the caller draws again).
+    whole number in 0..max_value; ``steps`` are ``(a, op, b, value)``. ``None`` when
+    a draw gets stuck (the caller draws again).
     """
     items = [(n, str(n)) for n in numbers]
     steps = []
     while len(items) > 1:
         i, j = rng.sample(range(len(items)), 2)
         (a, ea), (b, eb) = items[i], items[j]
-        choices = _steps_of(a, b)
+        choices = _steps_of(a, b, max_value)
         if not choices:
             return None
         op, value = rng.choice(choices)
@@ -111,24 +121,28 @@ def restate(numbers: list[int], target: int) -> str:
 
 
 def find_attempts(numbers: list[int], target: int, rng: random.Random,
-                  tries: int = 400):
-    """Random attempts sorted into hits and misses (``tries`` draws)."""
+                  tries: int = 400, mix: CountdownMix | None = None):
+    """Random attempts sorted into hits and misses (``tries`` draws), in the
+    ``mix``'s attempt style (:func:`random_attempt` by default)."""
+    mix = mix or CountdownMix()
+    draw = chain_attempt if mix.attempt == "chain" else random_attempt
     hits, misses = [], []
     for _ in range(tries):
-        attempt = random_attempt(numbers, rng)
+        attempt = draw(numbers, rng, mix.max_value)
         if attempt is not None:
             (hits if attempt[2] == target else misses).append(attempt)
     return hits, misses
 
 
-def _dropped_hit(numbers: list[int], target: int, rng: random.Random):
+def _dropped_hit(numbers: list[int], target: int, rng: random.Random,
+                 mix: CountdownMix | None = None):
     """An attempt over all but one of ``numbers`` that reaches ``target``, or None."""
     if len(numbers) < 3:
         return None
     subsets = [list(s) for s in itertools.combinations(numbers, len(numbers) - 1)]
     rng.shuffle(subsets)
     for subset in subsets:
-        hits, _ = find_attempts(subset, target, rng, tries=60)
+        hits, _ = find_attempts(subset, target, rng, tries=60, mix=mix)
         if hits:
             return rng.choice(hits)
     return None
@@ -158,7 +172,7 @@ def render_response(problem: dict, behaviour: str, rng: random.Random,
         raise ValueError(f"unknown behaviour {behaviour!r}; choose from {BEHAVIOURS}")
     mix = mix or CountdownMix()
     numbers, target = list(problem["numbers"]), int(problem["target"])
-    hits, misses = found or find_attempts(numbers, target, rng)
+    hits, misses = found or find_attempts(numbers, target, rng, mix=mix)
     k = rng.randint(0, mix.max_misses)
     if behaviour == "give_up":
         k = max(k, 1)
@@ -168,7 +182,7 @@ def render_response(problem: dict, behaviour: str, rng: random.Random,
     if behaviour == "give_up":
         final = None  # the last miss is answered
     elif behaviour == "drop_number":
-        final = _dropped_hit(numbers, target, rng)
+        final = _dropped_hit(numbers, target, rng, mix)
         if final is None:
             return None
     else:
@@ -200,7 +214,8 @@ def countdown_documents(problems: list[dict], n: int, mix: CountdownMix | None =
         index = rng.randrange(len(problems))
         problem = problems[index]
         if index not in found:  # each problem's attempts are drawn once
-            hits, misses = find_attempts(problem["numbers"], problem["target"], rng)
+            hits, misses = find_attempts(problem["numbers"], problem["target"], rng,
+                                         mix=mix)
             found[index] = (hits, misses[:40])
         behaviour = choose_behaviour(problem, mix, rng)
         response = render_response(problem, behaviour, rng, mix, found[index])
@@ -209,3 +224,33 @@ def countdown_documents(problems: list[dict], n: int, mix: CountdownMix | None =
         docs.append({"prompt": countdown_prompt(problem["numbers"], problem["target"]),
                      "response": response, "behaviour": behaviour})
     return docs
+
+
+def chain_attempt(numbers: list[int], rng: random.Random, max_value: int = MAX_VALUE):
+    """One random left-to-right chain over all ``numbers``: ``(steps, expression,
+    value)`` as :func:`random_attempt` returns them, or ``None`` when stuck.
+
+    The numbers are taken in a random order and each step combines the running value
+    with the next number, ``((a op b) op c) op d``. So the answer copies the steps in
+    order (``14 + 13 = 27, 27 + 1 = 28`` is ``(14 + 13) + 1``), with no sub-results to
+    put back in place, and every value stays within ``max_value``.
+    """
+    order = rng.sample(numbers, len(numbers))
+    value, expression, steps = order[0], str(order[0]), []
+    for b in order[1:]:
+        choices = _steps_of(value, b, max_value)
+        if not choices:
+            return None
+        op, result = rng.choice(choices)
+        steps.append((value, op, b, result))
+        wrapped = expression if len(steps) == 1 else f"({expression})"
+        value, expression = result, f"{wrapped} {op} {b}"
+    return steps, expression, value
+
+
+COUNTDOWN_MIXES = {
+    "tree": CountdownMix(),
+    "chain": CountdownMix(attempt="chain", max_value=100, max_misses=5),
+}
+"""The corpus mixes ``python -m grpo_lib pretrain --task countdown --mix NAME`` can
+draw: ``tree`` made the first Countdown base, ``chain`` the second (chapter 17)."""

@@ -48,6 +48,7 @@ class PretrainConfig:
     size: str = "tiny"  # model size name in grpo_lib.models.MODEL_SIZES
     task: str = "arithmetic"  # corpus: arithmetic (corpus.py) or countdown
     init_from: str | None = None  # continue a pretrained model (and its tokenizer)
+    countdown_mix: str = "tree"  # Countdown corpus: a name in COUNTDOWN_MIXES
     steps: int = 3000  # optimizer steps
     batch_size: int = 64  # documents per step
     lr: float = 3e-3  # peak learning rate
@@ -107,7 +108,8 @@ def corpus_documents(cfg: PretrainConfig) -> list[dict]:
         from .tasks.countdown import load_split as countdown_split
 
         rows = countdown_split("train").remove_columns("prompt").to_list()
-        return countdown_documents(rows, n, seed=cfg.seed)
+        return countdown_documents(rows, n, mix=_countdown_mix(cfg.countdown_mix),
+                                   seed=cfg.seed)
     return sample_documents(_train_problems(), n, mix=cfg.mix, seed=cfg.seed)
 
 
@@ -296,16 +298,19 @@ def _run_info(cfg, model, n_params, documents, tokens_seen, wall, losses,
         "config": {k: v for k, v in asdict(cfg).items() if k != "mix"},
         "task": cfg.task,
         "corpus_mix": asdict(cfg.mix) if cfg.task == "arithmetic" else
-        asdict(_countdown_mix()),
+        asdict(_countdown_mix(cfg.countdown_mix)),
         "model_config": {k: v for k, v in model.config.to_dict().items()
                          if k in _ARCHITECTURE_KEYS},
     }
 
 
-def _countdown_mix():
-    from .countdown_corpus import CountdownMix
+def _countdown_mix(name: str = "tree"):
+    from .countdown_corpus import COUNTDOWN_MIXES
 
-    return CountdownMix()
+    if name not in COUNTDOWN_MIXES:
+        raise ValueError(f"unknown Countdown corpus mix {name!r}; choose from "
+                         f"{sorted(COUNTDOWN_MIXES)}")
+    return COUNTDOWN_MIXES[name]
 
 
 def write_model_card(out_dir: str | Path, eval_n: int = 500, seed: int = 0,
@@ -377,7 +382,9 @@ def _model_card(info: dict, table, out: Path) -> str:
         "```bash",
         f"python -m grpo_lib pretrain {task_flag}--size {info['size']} "
         + (f"--init-from {info['config']['init_from']} "
-           if info["config"].get("init_from") else "") +
+           if info["config"].get("init_from") else "")
+        + (f"--countdown-mix {info['config']['countdown_mix']} "
+           if info["config"].get("countdown_mix", "tree") != "tree" else "") +
         f"--steps {info['steps']} "
         f"--batch-size {info['batch_size']} --lr {info['config']['lr']} "
         f"--seed {info['config']['seed']} "
@@ -434,6 +441,7 @@ def pretrainer_from_args(args) -> Pretrainer:
         size=args.size,
         task=getattr(args, "task", "arithmetic"),
         init_from=getattr(args, "init_from", None),
+        countdown_mix=getattr(args, "countdown_mix", "tree"),
         steps=args.steps or defaults["steps"],
         batch_size=args.batch_size or defaults["batch_size"],
         lr=args.lr or defaults["lr"],

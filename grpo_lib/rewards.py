@@ -37,6 +37,7 @@ __all__ = [
     "answer_anywhere_reward", "signed_accuracy_reward", "countdown_format_reward",
     "countdown_answer_reward", "countdown_reward",
     "countdown_verdict", "COUNTDOWN_VERDICTS", "countdown_value_only_reward",
+    "countdown_worked_answer_reward",
     "language_consistency_reward", "reasoning_steps_reward", "length_reward",
     "cosine_scaled_reward", "length_bonus_reward", "repetition_penalty_reward",
     "soft_overlong_punishment",
@@ -675,12 +676,44 @@ def combine_rewards(funcs: Sequence[RewardFunction],
     return CombinedReward(funcs, weights)
 
 
+def countdown_worked_answer_reward(completions: list[str],
+                                   numbers: Sequence | None = None,
+                                   target: Sequence | None = None,
+                                   **kwargs) -> list[float]:
+    r""":func:`countdown_answer_reward`, paid only when the work shows the answer:
+    every step ``a op b = c`` the response writes is right, and the last one reaches
+    the target.
+
+    .. math:: r = r_\text{answer} \cdot \mathbb{1}\big[\text{all steps right}\big]
+       \cdot \mathbb{1}\big[c_\text{last} = \text{target}\big]
+
+    An answer-only reward also pays a lucky answer after wrong work (``4 * 12 = 88,
+    88 - 4 = 84.`` then ``(4 * 12) - 4``), and training on it teaches the policy that
+    the work does not matter. Steps are read by
+    :func:`grpo_lib.tasks.countdown.worked_steps`, never evaluated. Floor: 0.0.
+    """
+    from .tasks.countdown import worked_steps
+
+    answers = countdown_answer_reward(completions, numbers=numbers, target=target)
+    texts = _texts(completions, "countdown_worked_answer_reward")
+    goals = _column(target, "target", len(texts), "countdown_worked_answer_reward",
+                    "[33]")
+    out = []
+    for paid, text, goal in zip(answers, texts, goals):
+        steps = worked_steps(text) if paid else []  # only a right answer is read
+        shown = (bool(steps) and all(ok for *_, ok in steps)
+                 and Fraction(steps[-1][3]) == _as_fraction(
+                     goal, "target", "countdown_worked_answer_reward"))
+        out.append(1.0 if shown else 0.0)
+    return out
+
+
 REWARD_FUNCTIONS: dict[str, RewardFunction] = {
     f.__name__: f for f in (
         format_reward, soft_format_reward, accuracy_reward, answer_anywhere_reward,
         signed_accuracy_reward, countdown_format_reward,
         countdown_answer_reward, countdown_reward, countdown_value_only_reward,
-        language_consistency_reward, reasoning_steps_reward, length_reward,
+        countdown_worked_answer_reward, language_consistency_reward, reasoning_steps_reward, length_reward,
         cosine_scaled_reward, length_bonus_reward, repetition_penalty_reward,
         soft_overlong_punishment,
     )

@@ -186,14 +186,23 @@ def test_the_value_only_monitor_pays_the_hack_and_the_right_answers():
     assert [p - r for p, r in zip(paid, right)] == [0.0, 1.0, 0.0, 0.0, 0.0]
 
 
-def test_the_countdown_config_loads_with_the_monitor_at_weight_zero():
+@pytest.mark.parametrize("name, base, trained_on", [
+    ("countdown_tiny.yaml", "tiny-qwen2-countdown-base",
+     {"countdown_answer_reward": 1.0, "countdown_format_reward": 0.1}),
+    ("countdown_chain_tiny.yaml", "tiny-qwen2-countdown-chain-base",
+     {"countdown_worked_answer_reward": 1.0})])
+def test_the_countdown_configs_load_with_the_monitor_at_weight_zero(name, base,
+                                                                    trained_on):
     from grpo_lib.trainer import load_config
 
-    cfg = load_config(DATA_DIR.parents[1] / "configs" / "countdown_tiny.yaml")
+    root = DATA_DIR.parents[1]
+    cfg = load_config(root / "configs" / name)
     weights = dict(zip(cfg.reward_funcs, cfg.reward_weights))
-    assert weights == {"countdown_answer_reward": 1.0, "countdown_format_reward": 0.1,
-                       "countdown_value_only_reward": 0.0}
+    assert {k: w for k, w in weights.items() if w} == trained_on
+    assert weights["countdown_value_only_reward"] == 0.0  # logged, never paid
     assert cfg.task == "countdown"
+    assert cfg.model_name_or_path == f"data/models/{base}"
+    assert (root / cfg.model_name_or_path / "config.json").exists()
 
 
 def test_every_trace_starts_by_copying_the_problem():
@@ -203,3 +212,114 @@ def test_every_trace_starts_by_copying_the_problem():
         opening = f"Numbers {numbers.group(1)}; target {target.group(1)}."
         assert doc["response"].removeprefix("<think> ").startswith(opening)
     assert cc.restate([1, 13, 14], 28) == "Numbers 1, 13, 14; target 28."
+
+
+def test_a_chain_attempt_combines_the_running_value_with_the_next_number():
+    rng = random.Random(0)
+    for _ in range(200):
+        numbers = [rng.randint(1, 20) for _ in range(rng.choice([3, 4]))]
+        attempt = cc.chain_attempt(numbers, rng, max_value=100)
+        if attempt is None:
+            continue
+        steps, expression, value = attempt
+        assert len(steps) == len(numbers) - 1
+        assert safe_eval(expression) == Fraction(value) == Fraction(steps[-1][3])
+        assert sorted(expression_literals(expression)) == sorted(numbers)
+        for (a, op, b, v), (a_next, *_) in zip(steps, steps[1:] + [(value,)]):
+            assert safe_eval(f"{a} {op} {b}") == v and 0 <= v <= 100
+            assert a_next == v  # each step starts from the previous step's result
+    steps = [(14, "+", 13, 27), (27, "+", 1, 28)]
+    assert cc.chain_attempt([14, 13, 1], random.Random(5), 100) is not None
+    assert cc.attempt_text(steps, 28) == "14 + 13 = 27, 27 + 1 = 28."
+
+
+def test_the_chain_mix_draws_chains_and_keeps_the_flaws_and_verdicts():
+    mix = cc.COUNTDOWN_MIXES["chain"]
+    assert (mix.attempt, mix.max_value) == ("chain", 100)
+    assert cc.COUNTDOWN_MIXES["tree"] == cc.CountdownMix()
+    rng = random.Random(7)
+    expected = {"correct": "correct", "give_up": "wrong_value",
+                "drop_number": "wrong_numbers_hits_target"}
+    for behaviour, verdict in expected.items():
+        seen = 0
+        for problem in train_rows(40):
+            text = cc.render_response(problem, behaviour, rng, mix)
+            if text is None:
+                continue
+            seen += 1
+            assert countdown_verdict(text, problem["numbers"],
+                                     problem["target"]) == verdict
+            # the worked results stay within the mix's max_value
+            results = [int(v) for v in re.findall(r"= (\d+)", text)]
+            assert max(results) <= 100
+        assert seen >= 15
+    docs = cc.countdown_documents(train_rows(30), 20, mix=mix, seed=1)
+    assert docs != cc.countdown_documents(train_rows(30), 20, seed=1)
+    with pytest.raises(ValueError, match="attempt must be one of"):
+        cc.CountdownMix(attempt="random")
+    with pytest.raises(ValueError, match="max_value"):
+        cc.CountdownMix(max_value=0)
+
+
+def test_pretraining_on_the_chain_mix_records_it_in_the_card(tmp_path):
+    from grpo_lib.pretrain import PretrainConfig, pretrain
+
+    cfg = PretrainConfig(size="micro", steps=1, batch_size=2, task="countdown",
+                         countdown_mix="chain", progress=False)
+    card = (pretrain(cfg, tmp_path / "chain", eval_n=0) / "README.md").read_text()
+    assert "--countdown-mix chain" in card and '"attempt": "chain"' in card
+    with pytest.raises(ValueError, match="unknown Countdown corpus mix"):
+        pretrain(PretrainConfig(size="micro", steps=1, batch_size=2, task="countdown",
+                                countdown_mix="smart", progress=False),
+                 tmp_path / "x", eval_n=0)
+
+
+def test_worked_steps_reads_each_step_and_checks_it():
+    from grpo_lib.tasks.countdown import worked_steps
+
+    text = ("<think> Numbers 1, 13, 14; target 28. 13 * 14 = 180, 180 + 1 = 181, "
+            "not 28. 14 / 0 = 3, 27 / 2 = 13, 26 / 2 = 13, 3.5 + 1 = 4.5. </think>")
+    assert worked_steps(text) == [(13, "*", 14, 180, False), (180, "+", 1, 181, True),
+                                  (14, "/", 0, 3, False), (27, "/", 2, 13, False),
+                                  (26, "/", 2, 13, True)]
+    assert worked_steps(None) == [] == worked_steps("no steps")
+    rng = random.Random(0)
+    for problem in train_rows(20):  # the corpus's own steps are all right
+        for behaviour in ("correct", "give_up"):
+            text = cc.render_response(problem, behaviour, rng)
+            if text:
+                assert all(ok for *_, ok in worked_steps(text))
+
+
+def test_the_worked_answer_reward_pays_only_answers_the_work_shows():
+    from grpo_lib.rewards import countdown_worked_answer_reward as worked
+
+    numbers, target = [4, 4, 12], 44
+    texts = {
+        "shown": "<think> 4 + 12 = 16, not 44. 4 * 12 = 48, 48 - 4 = 44. </think> "
+                 "<answer> (4 * 12) - 4 </answer>",
+        "lucky": "<think> 4 * 12 = 88, 88 - 4 = 84. </think> "
+                 "<answer> (4 * 12) - 4 </answer>",
+        "a wrong step on the way": "<think> 4 + 12 = 17, not 44. 4 * 12 = 48, "
+                                   "48 - 4 = 44. </think> <answer> (4 * 12) - 4 </answer>",
+        "last step misses": "<think> 4 * 12 = 48, 48 - 4 = 44, not 44. 4 + 4 = 8. "
+                            "</think> <answer> (4 * 12) - 4 </answer>",
+        "no work": "<answer> (4 * 12) - 4 </answer>",
+        "shown, wrong answer": "<think> 4 * 12 = 48, 48 - 4 = 44. </think> "
+                               "<answer> (4 * 12) + 4 </answer>",
+    }
+    scores = dict(zip(texts, worked(list(texts.values()), numbers=[numbers] * 6,
+                                    target=[target] * 6)))
+    assert scores == {"shown": 1.0, "lucky": 0.0, "a wrong step on the way": 0.0,
+                      "last step misses": 0.0, "no work": 0.0,
+                      "shown, wrong answer": 0.0}
+    long_step = "9" * 5000 + " + 1 = 2. 4 * 12 = 48, 48 - 4 = 44."  # no int() of it
+    assert worked([f"<think> {long_step} </think> <answer> (4 * 12) - 4 </answer>"],
+                  numbers=[numbers], target=[target]) == [1.0]
+    rng = random.Random(0)  # the corpus's right answers all show their work
+    for problem in train_rows(30):
+        text = cc.render_response(problem, "correct", rng,
+                                  cc.COUNTDOWN_MIXES["chain"])
+        if text:
+            assert worked([text], numbers=[problem["numbers"]],
+                          target=[problem["target"]]) == [1.0]

@@ -333,6 +333,7 @@ def test_adversarial_completions_score_within_one_second(name):
               "answer_anywhere_reward": 0.0, "signed_accuracy_reward": 0.0,
               "countdown_format_reward": 0.0, "countdown_answer_reward": 0.0,
               "countdown_reward": 0.0, "countdown_value_only_reward": 0.0,
+              "countdown_worked_answer_reward": 0.0,
               "language_consistency_reward": 0.0,
               "reasoning_steps_reward": 0.0, "repetition_penalty_reward": 0.0,
               "soft_overlong_punishment": 0.0, "length_reward": 0.0,

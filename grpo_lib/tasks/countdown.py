@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 from fractions import Fraction
 from pathlib import Path
 from typing import Sequence
@@ -158,3 +159,24 @@ def load_split(split: str = "train", data_dir: str | Path = DATA_DIR):
         r["question"] = f"{r['numbers']} -> {r['target']}"
         r["answer"] = r["solution"]
     return Dataset.from_list(rows)
+
+
+_WORKED_STEP = re.compile(  # whole numbers of at most 12 digits, not decimals
+    r"(?<!\d)(?<!\d\.)(\d{1,12}) ([-+*/]) (\d{1,12}) = (\d{1,12})(?!\d|\.\d)")
+
+
+def worked_steps(text: str | None) -> list[tuple[int, str, int, int, bool]]:
+    """The steps ``a op b = c`` a response works out, each with whether it is right:
+    ``[(a, op, b, c, a op b == c), ...]``, in order.
+
+    Read with a regular expression, so it never evaluates the text; numbers have at
+    most 12 digits (a longer one is no step), and ``/`` is right only when it divides
+    exactly. ``None`` or text without steps gives ``[]``.
+    """
+    out = []
+    for a, op, b, c in _WORKED_STEP.findall(text or ""):
+        a, b, c = int(a), int(b), int(c)
+        value = {"+": a + b, "-": a - b, "*": a * b,
+                 "/": Fraction(a, b) if b else None}[op]
+        out.append((a, op, b, c, value == c))
+    return out
