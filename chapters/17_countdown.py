@@ -426,8 +426,8 @@ print(base_samples["first base"].query("mode == 'sampled'")["completion"].iloc[0
 # Two skills the corpus asks for are beyond a model of a million parameters. The
 # first is arithmetic on values up to 999 (`13 * 14 = 182`), which the tree corpus
 # allows for intermediate results. The second is rebuilding the answer from the
-# steps: the steps `13 * 1 = 13, 14 + 13 = 27, 27 + 1 = 28` are the answer
-# `(14 + 13 * 1) + 1` only once each sub-result is put back where it came from.
+# steps: the steps `3 * 4 = 12, 5 - 2 = 3, 12 + 3 = 15` are the answer
+# `3 * 4 + (5 - 2)` only once each sub-result is put back where it came from.
 # Wrong sums make a right search miss, and a wrong rebuild turns a hit into an
 # answer with the wrong numbers. Neither is rare enough for GRPO to find the
 # right answers it needs.
@@ -494,8 +494,7 @@ say(f"On the same {n_check} problems, the chain base miscomputes "
 #
 # First the first base's configuration, unchanged but for the model: GRPO-Zero's
 # reward at chapter 7's learning rate, two seeds, one torch thread each. Both runs
-# were stopped after 15 steps, once the answers had plainly gone the way of the
-# first base's runs:
+# were stopped once the answers had plainly gone the way of the first base's runs:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -568,7 +567,7 @@ say(f"Held-out success at step 25: {ao_table.iloc[0, -1]:.3f} and "
 # while the steps above it say something else. Paying it as much as an honest
 # answer teaches the policy that the steps do not matter, and a policy that stops
 # computing stops finding answers at all: greedy decoding, which cannot count on
-# luck, falls first.
+# luck, falls.
 #
 # `countdown_worked_answer_reward` pays a right answer only when the work shows it:
 # every step the response writes is right, and the last one reaches the target.
@@ -663,7 +662,7 @@ say(f"The chain base copies its problem exactly in "
     f"{mean_range(copied.iloc[1:].tolist(), 2)} of the training samples.")
 
 # %% [markdown]
-# Nothing in the reward asks the model to stop copying well. What erodes the skill
+# Nothing in the reward asks the model to stop copying well. The likeliest cause
 # is how few answers carry the signal. With a sampled success near one in ten, most
 # groups of 8 are all wrong and teach nothing, so each update comes from a handful
 # of groups, and Adam moves every weight by about the learning rate whatever the
