@@ -35,9 +35,8 @@ from .safe_math import ExpressionError, expression_literals, safe_eval
 __all__ = [
     "RewardFunction", "format_reward", "soft_format_reward", "accuracy_reward",
     "answer_anywhere_reward", "signed_accuracy_reward", "countdown_format_reward",
-    "countdown_answer_reward", "countdown_reward",
+    "countdown_answer_reward", "countdown_reward", "countdown_worked_answer_reward",
     "countdown_verdict", "COUNTDOWN_VERDICTS", "countdown_value_only_reward",
-    "countdown_worked_answer_reward",
     "language_consistency_reward", "reasoning_steps_reward", "length_reward",
     "cosine_scaled_reward", "length_bonus_reward", "repetition_penalty_reward",
     "soft_overlong_punishment",
