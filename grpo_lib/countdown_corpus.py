@@ -252,5 +252,5 @@ COUNTDOWN_MIXES = {
     "tree": CountdownMix(),
     "chain": CountdownMix(attempt="chain", max_value=100, max_misses=5),
 }
-"""The corpus mixes ``python -m grpo_lib pretrain --task countdown --mix NAME`` can
-draw: ``tree`` made the first Countdown base, ``chain`` the second (chapter 17)."""
+"""The mixes ``pretrain --task countdown --countdown-mix NAME`` can draw: ``tree``
+made the first Countdown base, ``chain`` the second (chapter 17)."""
