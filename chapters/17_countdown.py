@@ -544,12 +544,17 @@ print(ao_table.to_string(float_format=lambda v: f"{v:.3f}"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+def parse_question(question):
+    """``samples.jsonl``'s ``"[numbers] -> target"`` as ``(numbers, target)``."""
+    numbers, target = question.split("->")
+    return json.loads(numbers), int(target)
+
+
 step25 = pd.read_json(RUNS / answer_only.name / "samples.jsonl", lines=True)
 paid = step25[step25["reward/countdown_answer_reward"] == 1].copy()
-problems = [json.loads(q.split("->")[0]) for q in paid["question"]]
+numbers, targets = zip(*map(parse_question, paid["question"]))
 paid["work shows it"] = countdown_worked_answer_reward(
-    list(paid["completion"]), numbers=problems,
-    target=[int(q.split("->")[1]) for q in paid["question"]])
+    list(paid["completion"]), numbers=list(numbers), target=list(targets))
 for _, row in paid.iterrows():
     print(f"[work shows it: {row['work shows it']:.0f}] {row['completion']}\n")
 
@@ -639,8 +644,7 @@ say(f"With the work checked, held-out success at step 25 is "
 # NBVAL_IGNORE_OUTPUT
 def copies_problem(text, question):
     """True when a response starts by restating its problem exactly."""
-    numbers, target = json.loads(question.split("->")[0]), int(question.split("->")[1])
-    return text.removeprefix("<think> ").startswith(restate(numbers, target))
+    return text.removeprefix("<think> ").startswith(restate(*parse_question(question)))
 
 
 base_sampled = base_samples["chain base"].query("mode == 'sampled'")
@@ -658,7 +662,7 @@ print(last["completion"].iloc[0][:200])
 # %%
 # NBVAL_IGNORE_OUTPUT
 say(f"The chain base copies its problem exactly in "
-    f"{copied.iloc[0]:.0%} of its sampled answers; after 25 steps, in "
+    f"a share of {copied.iloc[0]:.2f} of its sampled answers; after 25 steps, in "
     f"{mean_range(copied.iloc[1:].tolist(), 2)} of the training samples.")
 
 # %% [markdown]
