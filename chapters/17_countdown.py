@@ -28,7 +28,9 @@
 # 5. **why**: the first base's own answers, read step by step;
 # 6. **a second corpus, and GRPO on it**: a base that computes and copies better,
 #    live, then two seeds: success rate, the format reward's share, response length;
-# 7. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
+# 7. **a fourth try**: a KL anchor, a lower learning rate and only groups that
+#    teach; held-out success greedy and sampled, two seeds;
+# 8. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -60,7 +62,7 @@ from grpo_lib.rewards import (COUNTDOWN_VERDICTS, countdown_format_reward,
                               countdown_reward, countdown_verdict,
                               countdown_worked_answer_reward)
 from grpo_lib.tasks import load_task_split
-from grpo_lib.runs import load_run, load_seeds, mean_range
+from grpo_lib.runs import final_eval, load_run, load_seeds, mean_range
 from grpo_lib.tasks.countdown import DATA_DIR, solve, worked_steps
 from grpo_lib.trainer import train_from_yaml
 
@@ -677,6 +679,112 @@ say(f"The chain base copies its problem exactly in "
 # more groups carry a signal.
 
 # %% [markdown]
+# ## A fourth try: all three levers
+#
+# The fourth try pulls the three levers together: a KL penalty toward the chain
+# base with DeepSeekMath's $\beta = 0.04$ (chapter 8), a third of the learning rate
+# (1e-4), and DAPO's dynamic sampling (chapter 9). Dynamic sampling drops every
+# group whose answers all score the same and samples more prompts, up to three
+# extra rounds per step, until 16 groups that carry a signal fill the batch. The
+# extra rollouts come from the fast engine of chapter 19, which draws from the same
+# distribution. Two seeds of 100 steps, one torch thread each, two at a time:
+#
+# ```
+# python -m grpo_lib train --config configs/countdown_chain_tiny.yaml --set seed=0 \
+#     --set beta=0.04 --set learning_rate=1e-4 --set dynamic_sampling=true \
+#     --set rollout_engine=fast
+# ```
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+anchored = load_seeds("ch17_chain_anchored")
+anch_metrics = {f"seed {i}": r.metrics for i, r in enumerate(anchored)}
+anch_evals = {f"seed {i}": r.evals for i, r in enumerate(anchored)}
+plot_runs(anch_metrics, anch_evals, "GRPO on the chain base: anchored, slower, "
+          "only groups that teach",
+          scores={"answer": ("reward/countdown_answer_reward", 1.0),
+                  "work shows it": ("reward/countdown_worked_answer_reward", 1.0)})
+windows = pd.DataFrame({
+    f"{k}, steps {a}-{b}": m.query("@a <= step <= @b")[
+        ["accuracy", "zero_std_frac", "kl", "completion_length"]].mean()
+    for k, m in anch_metrics.items() for a, b in ((1, 10), (91, 100))}).T
+windows.columns = ["sampled success", "all-equal groups", "KL", "length"]
+print(windows.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+first10, last10 = windows.iloc[::2], windows.iloc[1::2]
+say(f"Sampled success on the training problems, over every answer drawn: "
+    f"{mean_range(first10['sampled success'].tolist())} over steps 1-10, "
+    f"{mean_range(last10['sampled success'].tolist())} over steps 91-100. Held-out "
+    f"greedy success goes from {anchored[0].evals['strict_acc'].loc[0]:.3f} to "
+    f"{mean_range(final_eval(anchored))}. Of the groups sampled, "
+    f"{mean_range(last10['all-equal groups'].tolist(), 2)} still score all their "
+    f"answers the same at the end; dynamic sampling leaves them out of the update.")
+
+# %% [markdown]
+# The harness decodes greedily, and greedy decoding is a harsh judge of a policy
+# that searches: it gives each problem one order of attempts, and more than half of
+# the base's greedy answers run out of tokens before they answer (the table below).
+# GRPO never sees a greedy answer either; it trains the policy that samples. The
+# R1 paper does not score
+# its models greedily either: it reports pass@1 as the mean success of several
+# samples at a non-zero temperature, because greedy decoding makes long reasoning
+# repeat itself {cite}`deepseekai2025r1`. The model cards sample 4 answers per
+# problem at temperature 1, the training temperature. The checkpoints get the same
+# protocol, and so does the base, in float32 as the trainer runs it (the card ran
+# the base in its stored bfloat16, which is why its greedy success differs from
+# the trainer's step 0):
+#
+# ```
+# python -m grpo_lib eval --model runs/.../checkpoint-100 --task countdown --n 500 \
+#     --samples 4 --temperature 1.0 --seed 0 --max-new-tokens 256 \
+#     --batch-size 128 --dtype float32 --csv .../sampled_eval_step100.csv
+# ```
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+held_out = []
+for i, r in enumerate(anchored):
+    for path in sorted((RUNS / r.name).glob("sampled_eval_step*.csv"),
+                       key=lambda p: int(p.stem.split("step")[1])):
+        table = pd.read_csv(path, index_col=0)
+        held_out.append({"seed": i, "step": int(path.stem.split("step")[1]),
+                         "greedy": table.loc["greedy", "strict_acc"],
+                         "greedy truncated": table.loc["greedy", "truncated_rate"],
+                         "sampled": table.loc["sampled", "strict_acc"],
+                         "pass@4": table.loc["sampled", "pass_at_k"]})
+held_out = pd.DataFrame(held_out).set_index(["seed", "step"])
+print(held_out.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+start = held_out.xs(0, level="step")
+end = held_out.groupby(level="seed").tail(1).droplevel("step")
+gain = 100 * (end - start)
+say(f"Held-out sampled success goes from {start['sampled'].iloc[0]:.3f} to "
+    f"{mean_range(end['sampled'].tolist())} after "
+    f"{held_out.index.get_level_values('step').max()} steps, "
+    f"{mean_range(gain['sampled'].tolist(), 1)} points; the share of problems that "
+    f"one of 4 samples solves, from {start['pass@4'].iloc[0]:.3f} to "
+    f"{mean_range(end['pass@4'].tolist())}; greedy success, from "
+    f"{start['greedy'].iloc[0]:.3f} to {mean_range(end['greedy'].tolist())}.")
+
+# %% [markdown]
+# The two seeds agree. With the anchor the policy stays close to the base (the KL
+# column above), and the answers it samples for problems it never trained on are
+# right more often, at 50 steps and more so at 100. Greedy success falls all the
+# same, with more greedy answers cut off at the token limit: the one path greedy
+# decoding follows is not the path GRPO trained.
+#
+# The rise is a fraction of what the base's own samples allow: at the start, one of
+# 4 samples already solves far more problems than a single sample does. A model
+# that still miscomputes some of its steps and searches by random chains gains
+# slowly from a reward that pays only finished, fully right work: on the training
+# problems, most of the gain in sampled success comes in the first half of the
+# run (plotted above), and the second half adds little.
+
+# %% [markdown]
 # ## What the numbers check blocks
 #
 # `metrics.csv` logs, at every step, the share of the 128 sampled answers that a
@@ -742,10 +850,15 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 # - The second corpus keeps the task and the flaws and makes the attempts chains
 #   with small values. With the same budget, its base computes and copies better and
 #   solves more held-out problems (the model cards above).
-# - GRPO still lost ground from it, three times, each for a reason the logs show:
+# - GRPO lost ground from it three times, each for a reason the logs show:
 #   GRPO-Zero's format score taught the policy to give up and answer; the answer
 #   reward paid lucky answers after wrong work; with the work checked, the copy of
 #   the problem eroded under updates driven by a few groups.
+# - The fourth try, anchored to the base by a KL penalty, at a third of the
+#   learning rate and on groups that carry a signal only, raised held-out success
+#   in both seeds when the answers are sampled, as GRPO trains them and as the R1
+#   paper scores its models. Greedy success fell. The rise is small next to what
+#   the base's samples allow: one of 4 samples solves far more problems than one.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.
