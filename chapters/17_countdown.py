@@ -726,11 +726,10 @@ say(f"Sampled success on the training problems, over every answer drawn: "
 # The harness decodes greedily, and greedy decoding is a harsh judge of a policy
 # that searches: it gives each problem one order of attempts, and more than half of
 # the base's greedy answers run out of tokens before they answer (the table below).
-# GRPO never sees a greedy answer either; it trains the policy that samples. The
-# R1 paper does not score
-# its models greedily either: it reports pass@1 as the mean success of several
-# samples at a non-zero temperature, because greedy decoding makes long reasoning
-# repeat itself {cite}`deepseekai2025r1`. The model cards sample 4 answers per
+# GRPO never sees a greedy answer; it trains the policy that samples. The R1
+# paper does not score its models greedily either: it reports pass@1 as the mean
+# success of several samples at a non-zero temperature, because greedy decoding
+# makes long reasoning repeat itself {cite}`deepseekai2025r1`. The model cards sample 4 answers per
 # problem at temperature 1, the training temperature. The checkpoints get the same
 # protocol, and so does the base, in float32 as the trainer runs it (the card ran
 # the base in its stored bfloat16, which is why its greedy success differs from
@@ -774,8 +773,9 @@ say(f"Held-out sampled success goes from {start['sampled'].iloc[0]:.3f} to "
 # The two seeds agree. With the anchor the policy stays close to the base (the KL
 # column above), and the answers it samples for problems it never trained on are
 # right more often, at 50 steps and more so at 100. Greedy success falls all the
-# same, with more greedy answers cut off at the token limit: the one path greedy
-# decoding follows is not the path GRPO trained.
+# same, with more greedy answers cut off at the token limit: GRPO reshapes the
+# distribution the answers are sampled from, and small shifts in it change the one
+# path greedy decoding follows.
 #
 # The rise is a fraction of what the base's own samples allow: at the start, one of
 # 4 samples already solves far more problems than a single sample does. A model
