@@ -729,11 +729,11 @@ say(f"Sampled success on the training problems, over every answer drawn: "
 # GRPO never sees a greedy answer; it trains the policy that samples. The R1
 # paper does not score its models greedily either: it reports pass@1 as the mean
 # success of several samples at a non-zero temperature, because greedy decoding
-# makes long reasoning repeat itself {cite}`deepseekai2025r1`. The model cards sample 4 answers per
-# problem at temperature 1, the training temperature. The checkpoints get the same
-# protocol, and so does the base, in float32 as the trainer runs it (the card ran
-# the base in its stored bfloat16, which is why its greedy success differs from
-# the trainer's step 0):
+# makes long reasoning repeat itself {cite}`deepseekai2025r1`. The model cards
+# sample 4 answers per problem at temperature 1, the training temperature. The
+# checkpoints get the same protocol, and so does the base, in float32 as the
+# trainer runs it (the card ran the base in its stored bfloat16, which is why its
+# greedy success differs from the trainer's step 0):
 #
 # ```
 # python -m grpo_lib eval --model runs/.../checkpoint-100 --task countdown --n 500 \
