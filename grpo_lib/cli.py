@@ -10,7 +10,7 @@ import argparse
 import contextlib
 import sys
 
-EVAL_DTYPES = ("stored", "float32", "bfloat16")  # eval --dtype
+EVAL_DTYPES = ("auto", "float32", "bfloat16")  # eval --dtype: trainer.MODEL_DTYPES
 
 
 @contextlib.contextmanager
@@ -91,18 +91,16 @@ def _card(args: argparse.Namespace) -> None:
 
 
 def _eval(args: argparse.Namespace) -> None:
-    import torch
-
     from .evaluation import evaluate
     from .models import load_model_and_tokenizer
     from .profiles import profile
     from .tasks import load_task_split
+    from .trainer import MODEL_DTYPES
 
     P = profile()
-    dtype = None if args.dtype == "stored" else getattr(torch, args.dtype)
     with _setup_errors("eval"):
         model, tokenizer = load_model_and_tokenizer(args.model, device=P.device,
-                                                    dtype=dtype)
+                                                    dtype=MODEL_DTYPES[args.dtype])
         dataset = load_task_split(args.task, args.split)
     table = evaluate(model, tokenizer, dataset, n=args.n, batch_size=args.batch_size,
                      max_new_tokens=args.max_new_tokens, num_samples=args.samples,
@@ -254,9 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--prompt-format", default="chat", choices=["chat", "r1_zero"])
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dtype", default="stored", choices=EVAL_DTYPES,
-                   help="weights' dtype: as stored (a bfloat16 base stays bfloat16) "
-                        "or float32, as the trainer loads them (model_dtype)")
+    p.add_argument("--dtype", default="auto", choices=EVAL_DTYPES,
+                   help="weights' dtype, as the trainer's model_dtype: auto (as "
+                        "stored: a bfloat16 base stays bfloat16) or float32, as the "
+                        "trainer loads them by default")
     p.add_argument("--csv", default=None)
     p.set_defaults(func=_eval)
 

@@ -619,13 +619,15 @@ def test_evaluation_during_training_writes_eval_csv(tokenizer, tmp_path):
 
 def test_cli_eval_loads_a_bfloat16_model_as_stored_or_as_the_trainer_does(
         tokenizer, tmp_path, capsys):
-    from grpo_lib.cli import main
+    from grpo_lib.cli import EVAL_DTYPES, main
+    from grpo_lib.trainer import MODEL_DTYPES
 
     model_dir = tmp_path / "micro-bf16"
     random_model(tokenizer, size="micro", seed=0).to(torch.bfloat16).save_pretrained(
         model_dir)
     tokenizer.save_pretrained(model_dir)
-    for flag, dtype in (("stored", "torch.bfloat16"), ("float32", "torch.float32")):
+    assert set(EVAL_DTYPES) == set(MODEL_DTYPES)  # one set of names, the trainer's
+    for flag, dtype in (("auto", "torch.bfloat16"), ("float32", "torch.float32")):
         main(["eval", "--model", str(model_dir), "--n", "2", "--max-new-tokens", "2",
               "--dtype", flag])
         assert f"model: {model_dir} ({dtype})" in capsys.readouterr().out
