@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from pathlib import Path
 
 EVAL_DTYPES = ("auto", "float32", "bfloat16")  # eval --dtype: trainer.MODEL_DTYPES
 
@@ -102,10 +103,15 @@ def _eval(args: argparse.Namespace) -> None:
         model, tokenizer = load_model_and_tokenizer(args.model, device=P.device,
                                                     dtype=MODEL_DTYPES[args.dtype])
         dataset = load_task_split(args.task, args.split)
+        for out in filter(None, (args.csv, args.samples_out)):  # before, not after
+            if not Path(out).resolve().parent.is_dir():
+                raise FileNotFoundError(f"no folder for the output {out}; create it")
     table = evaluate(model, tokenizer, dataset, n=args.n, batch_size=args.batch_size,
                      max_new_tokens=args.max_new_tokens, num_samples=args.samples,
                      temperature=args.temperature, prompt_format=args.prompt_format,
-                     seed=args.seed)
+                     seed=args.seed, return_samples=bool(args.samples_out))
+    if args.samples_out:
+        table, samples = table
     n = min(args.n, len(dataset))
     print(f"model: {args.model} ({model.dtype}) | task: {args.task}/{args.split} | "
           f"n={n} | {P}")
@@ -113,6 +119,9 @@ def _eval(args: argparse.Namespace) -> None:
     if args.csv:
         table.to_csv(args.csv)
         print(f"wrote {args.csv}")
+    if args.samples_out:  # one row per answer; a name ending .gz is compressed
+        samples.to_json(args.samples_out, orient="records", lines=True)
+        print(f"wrote {args.samples_out} ({len(samples)} answers)")
 
 
 def _run_from_yaml(command: str, module, args) -> None:
@@ -173,6 +182,7 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .countdown_corpus import COUNTDOWN_MIXES
     parser = argparse.ArgumentParser(prog="python -m grpo_lib",
                                      description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -206,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", default="tiny", choices=["micro", "tiny", "small"])
     p.add_argument("--task", default="arithmetic", choices=["arithmetic", "countdown"],
                    help="the designed corpus: arithmetic, or Countdown (chapter 17)")
-    p.add_argument("--countdown-mix", default="tree", choices=["tree", "chain"],
+    p.add_argument("--countdown-mix", default="tree", choices=list(COUNTDOWN_MIXES),
                    help="Countdown's attempts (grpo_lib.countdown_corpus."
                         "COUNTDOWN_MIXES): tree (the first base) or chain")
     p.add_argument("--init-from", default=None, metavar="MODEL",
@@ -257,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "stored: a bfloat16 base stays bfloat16) or float32, as the "
                         "trainer loads them by default")
     p.add_argument("--csv", default=None)
+    p.add_argument("--samples-out", default=None, metavar="PATH.jsonl[.gz]",
+                   help="also write every answer with its scores, one JSON row each")
     p.set_defaults(func=_eval)
 
     p = sub.add_parser("train", help="GRPO training from a YAML config")

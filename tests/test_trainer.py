@@ -631,3 +631,24 @@ def test_cli_eval_loads_a_bfloat16_model_as_stored_or_as_the_trainer_does(
         main(["eval", "--model", str(model_dir), "--n", "2", "--max-new-tokens", "2",
               "--dtype", flag])
         assert f"model: {model_dir} ({dtype})" in capsys.readouterr().out
+
+
+def test_cli_eval_writes_every_answer_and_checks_its_folders_first(
+        tokenizer, tmp_path, capsys):
+    from grpo_lib.cli import main
+
+    model_dir = tmp_path / "micro"
+    random_model(tokenizer, size="micro", seed=0).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    out = tmp_path / "answers.jsonl.gz"
+    main(["eval", "--model", str(model_dir), "--n", "3", "--max-new-tokens", "4",
+          "--samples", "2", "--samples-out", str(out)])
+    answers = pd.read_json(out, lines=True)
+    assert len(answers) == 3 * (1 + 2)  # greedy, then 2 samples, per problem
+    assert {"mode", "prompt_index", "completion", "correct"} <= set(answers.columns)
+    assert f"wrote {out} (9 answers)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:  # refused before the evaluation runs
+        main(["eval", "--model", str(model_dir), "--n", "3",
+              "--samples-out", str(tmp_path / "missing" / "a.jsonl")])
+    assert stop.value.code == 2
+    assert "no folder for the output" in capsys.readouterr().err
