@@ -254,3 +254,32 @@ COUNTDOWN_MIXES = {
 }
 """The mixes ``pretrain --task countdown --countdown-mix NAME`` can draw: ``tree``
 made the first Countdown base, ``chain`` the second (chapter 17)."""
+
+
+def flawless_search(problem: dict, tokenizer, max_tokens: int, rng: random.Random,
+                    mix: CountdownMix | None = None, max_draws: int = 1000) -> bool:
+    """Whether the corpus's search, run without a flaw or a wrong step, answers
+    ``problem`` within ``max_tokens`` tokens of ``tokenizer``.
+
+    Attempts are drawn in the ``mix``'s style (``COUNTDOWN_MIXES["chain"]`` by
+    default) and written as the corpus writes them, after the copy of the problem,
+    until one reaches the target; the search succeeds when the whole response, with
+    its answer block, still fits. A stuck draw is drawn again, up to ``max_draws``.
+    """
+    mix = mix or COUNTDOWN_MIXES["chain"]
+    draw = chain_attempt if mix.attempt == "chain" else random_attempt
+    numbers, target = list(problem["numbers"]), int(problem["target"])
+    think = restate(numbers, target)
+    for _ in range(max_draws):
+        attempt = draw(numbers, rng, mix.max_value)
+        if attempt is None:
+            continue
+        steps, expression, value = attempt
+        think += " " + attempt_text(steps, target)
+        text = f"<think> {think}" + (f" </think> <answer> {expression} </answer>"
+                                     if value == target else "")
+        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) > max_tokens:
+            return False
+        if value == target:
+            return True
+    return False

@@ -322,3 +322,28 @@ def test_the_worked_answer_reward_pays_only_answers_the_work_shows():
         if text:
             assert worked([text], numbers=[problem["numbers"]],
                           target=[problem["target"]]) == [1.0]
+
+
+def test_flawless_search_answers_within_the_budget_or_reports_the_cut():
+    from grpo_lib.models import build_tokenizer
+    tok = build_tokenizer()
+    easy = {"numbers": [2, 3], "target": 5}  # a chain of two numbers: 1 op in 4 hits
+    assert cc.flawless_search(easy, tok, 10_000, random.Random(0))
+    assert not cc.flawless_search(easy, tok, 5, random.Random(0))  # no room to answer
+    # a trace that reached the target fits: the budget counts the whole response
+    hits = [cc.flawless_search(PROBLEM, tok, 256, random.Random(s)) for s in range(20)]
+    assert 0 < sum(hits) <= 20
+    # an unreachable target ends at max_draws (or at the budget), never hangs
+    start = time.perf_counter()
+    assert not cc.flawless_search({"numbers": [1, 1], "target": 50}, tok, 10**9,
+                                  random.Random(0), max_draws=200)
+    assert time.perf_counter() - start < 5
+
+
+def test_flawless_search_succeeds_more_often_with_more_tokens():
+    from grpo_lib.models import build_tokenizer
+    tok = build_tokenizer()
+    rows = train_rows(40)
+    rate = {budget: sum(cc.flawless_search(r, tok, budget, random.Random(i))
+                        for i, r in enumerate(rows)) for budget in (64, 512)}
+    assert rate[64] < rate[512]
