@@ -30,7 +30,9 @@
 #    live, then two seeds: success rate, the format reward's share, response length;
 # 7. **a fourth try**: a KL anchor, a lower learning rate and only groups that
 #    teach; held-out success greedy and sampled, two seeds;
-# 8. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
+# 8. **how far the search could go**: the base's search run without a mistake, the
+#    trained policies' mistakes by problem size, and a longer token budget;
+# 9. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -53,6 +55,7 @@ import torch
 import transformers
 
 from grpo_lib.countdown_corpus import (COUNTDOWN_MIXES, chain_attempt,
+                                       countdown_documents, flawless_search,
                                        render_response, restate)
 from grpo_lib.display import say, show_source
 from grpo_lib.evaluation import evaluate
@@ -381,20 +384,27 @@ show_source(worked_steps, docstring=False)
 n_check = P.pick(smoke=8, cpu=200, gpu=500)
 
 
-def sample_base(path):
-    """Greedy and 4 sampled answers of a base model on the first n_check held-out
-    problems, each with its verdict."""
-    model, tok = load_model_and_tokenizer(path, device=P.device)
-    _, samples = evaluate(model, tok, test_rows, n=n_check, batch_size=200,
-                          num_samples=4, seed=0, return_samples=True,
-                          max_new_tokens=P.pick(smoke=48, cpu=256, gpu=256))
+def with_verdicts(samples):
+    """Held-out answers (one row each) with their verdict, whether the work shows
+    the answer, and the problem's count of numbers."""
     rows = [test_rows[i] for i in samples["prompt_index"]]
     samples["verdict"] = [countdown_verdict(text, row["numbers"], row["target"])
                           for text, row in zip(samples["completion"], rows)]
     samples["work shows it"] = countdown_worked_answer_reward(
         list(samples["completion"]), numbers=[r["numbers"] for r in rows],
         target=[r["target"] for r in rows])
+    samples["size"] = [len(r["numbers"]) for r in rows]
     return samples
+
+
+def sample_base(path):
+    """Greedy and 4 sampled answers of a base model on the first n_check held-out
+    problems, with their verdicts."""
+    model, tok = load_model_and_tokenizer(path, device=P.device)
+    _, samples = evaluate(model, tok, test_rows, n=n_check, batch_size=200,
+                          num_samples=4, seed=0, return_samples=True,
+                          max_new_tokens=P.pick(smoke=48, cpu=256, gpu=256))
+    return with_verdicts(samples)
 
 
 def diagnose(samples):
@@ -407,7 +417,9 @@ def diagnose(samples):
     return {"right": right.mean(),
             "right, work wrong": (right & (sampled["work shows it"] == 0)).mean(),
             "wrong numbers": wrong_numbers.mean(),
+            "wrong value": (sampled["verdict"] == "wrong_value").mean(),
             "no answer": (sampled["verdict"] == "no_answer").mean(),
+            "cut off": sampled["truncated"].mean(),
             "steps per answer": len(steps) / len(sampled),
             "steps miscomputed": 1 - sum(steps) / max(1, len(steps))}
 
@@ -745,15 +757,15 @@ say(f"Sampled success on the training problems, over every answer drawn: "
 # NBVAL_IGNORE_OUTPUT
 held_out = []
 for i, r in enumerate(anchored):
-    for path in sorted((RUNS / r.name).glob("sampled_eval_step*.csv"),
-                       key=lambda p: int(p.stem.split("step")[1])):
+    for path in (RUNS / r.name).glob("sampled_eval_step*.csv"):
         table = pd.read_csv(path, index_col=0)
-        held_out.append({"seed": i, "step": int(path.stem.split("step")[1]),
+        held_out.append({"seed": i, "step": int(path.stem.removeprefix(
+                             "sampled_eval_step")),
                          "greedy": table.loc["greedy", "strict_acc"],
                          "greedy truncated": table.loc["greedy", "truncated_rate"],
                          "sampled": table.loc["sampled", "strict_acc"],
                          "pass@4": table.loc["sampled", "pass_at_k"]})
-held_out = pd.DataFrame(held_out).set_index(["seed", "step"])
+held_out = pd.DataFrame(held_out).set_index(["seed", "step"]).sort_index()
 print(held_out.to_string(float_format=lambda v: f"{v:.3f}"))
 
 # %%
@@ -783,6 +795,153 @@ say(f"Held-out sampled success goes from {start['sampled'].iloc[0]:.3f} to "
 # slowly from a reward that pays only finished, fully right work: on the training
 # problems, most of the gain in sampled success comes in the first half of the
 # run (plotted above), and the second half adds little.
+
+# %% [markdown]
+# ## How far the search could go
+#
+# How much of the base's search is left to sharpen? A bound comes from the corpus
+# itself: run its search with every step right and no flaw, write the trace as the
+# corpus writes it, and see whether the answer fits in the 256 tokens the policy
+# gets. `flawless_search` does that, one draw of random chains at a time:
+
+# %%
+show_source(flawless_search, docstring=False)
+
+# %% [markdown]
+# Next to it, the answers themselves. The evaluations above also wrote every
+# answer (`eval ... --samples-out sampled_eval_step<N>_answers.jsonl.gz`), so the
+# base's samples and the final checkpoints' can be read with the verdicts and
+# `diagnose` of the first base, split by the number of numbers:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+last_step = held_out.index.get_level_values("step").max()
+answers = {"base": with_verdicts(pd.read_json(
+    RUNS / anchored[0].name / "sampled_eval_step0_answers.jsonl.gz", lines=True))}
+for i, r in enumerate(anchored):
+    answers[f"seed {i}"] = with_verdicts(pd.read_json(
+        RUNS / r.name / f"sampled_eval_step{last_step}_answers.jsonl.gz", lines=True))
+n_held = answers["base"]["prompt_index"].nunique()
+tok2 = transformers.AutoTokenizer.from_pretrained(BASE2)
+n_flawless = P.pick(smoke=50, cpu=n_held, gpu=n_held)
+search_rng = random.Random(0)
+flawless = pd.DataFrame([{"size": len(row["numbers"]), "right": flawless_search(
+    row, tok2, 256, search_rng)} for row in test_rows.select(range(n_flawless))
+    for _ in range(4)])
+success = pd.DataFrame(
+    {"flawless search": flawless.groupby("size")["right"].mean(),
+     **{k: s.query("mode == 'sampled'").groupby("size")["verdict"].apply(
+         lambda v: (v == "correct").mean()) for k, s in answers.items()}})
+success.loc["all"] = [flawless["right"].mean()] + [
+    (s.query("mode == 'sampled'")["verdict"] == "correct").mean()
+    for s in answers.values()]
+success.index = [f"{i} numbers" if i != "all" else i for i in success.index]
+print(f"sampled success at 256 tokens, {n_held} held-out problems x 4 samples"
+      + (f" ({n_flawless} for the flawless search)" if n_flawless < n_held else ""))
+print(success.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+rise = (success[["seed 0", "seed 1"]].sub(success["base"], axis=0)) * 100
+say(f"Run flawlessly, the corpus's own search answers "
+    f"{success.loc['all', 'flawless search']:.3f} of the problems in 256 tokens: "
+    f"{success.loc['3 numbers', 'flawless search']:.3f} with three numbers and "
+    f"{success.loc['4 numbers', 'flawless search']:.3f} with four. The base "
+    f"answers {success.loc['all', 'base']:.3f}. After {last_step} steps the policy "
+    f"gains {mean_range(rise.loc['3 numbers'].tolist(), 1)} points on three "
+    f"numbers and {mean_range(rise.loc['4 numbers'].tolist(), 1)} on four.")
+
+# %% [markdown]
+# The flawless search is not a bound on every policy: a policy that learned to
+# pick promising attempts could beat random chains. It is what the base's own way
+# of searching gives when nothing goes wrong, and both the base and the trained
+# policies are far below it, most of all on four numbers, where a random chain
+# hits less often and each attempt is longer. The verdicts say which mistakes make
+# up the gap:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+faults = pd.DataFrame({(k, n): diagnose(s[s["size"] == n])
+                       for k, s in answers.items() for n in (3, 4)})
+faults.columns = [f"{k}, {n} numbers" for k, n in faults.columns]
+print(faults.T.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def trained(row, size):
+    """A row of ``faults`` for the trained seeds at one size, as a mean and range."""
+    return mean_range([faults.loc[row, f"seed {i}, {size} numbers"]
+                       for i in range(len(anchored))], 3)
+
+
+say(f"Miscomputed steps, base then trained: "
+    f"{faults.loc['steps miscomputed', 'base, 3 numbers']:.3f} then "
+    f"{trained('steps miscomputed', 3)} on three numbers, "
+    f"{faults.loc['steps miscomputed', 'base, 4 numbers']:.3f} then "
+    f"{trained('steps miscomputed', 4)} on four. Three numbers: answers cut off "
+    f"{faults.loc['cut off', 'base, 3 numbers']:.3f}, then "
+    f"{trained('cut off', 3)}. Four numbers: answers with the wrong numbers "
+    f"{faults.loc['wrong numbers', 'base, 4 numbers']:.3f}, then "
+    f"{trained('wrong numbers', 4)}; cut off "
+    f"{faults.loc['cut off', 'base, 4 numbers']:.3f}, then {trained('cut off', 4)}.")
+
+# %% [markdown]
+# Training fixed what its reward sees often. A miscomputed step breaks the worked
+# answer, and every group that holds a right answer beside a wrong one pays the
+# difference: the share of wrong steps falls by about half or more at both sizes.
+# The flaws whose fix is rarely paid stay. On four numbers, a policy
+# that stops dropping a number still has to find a hit over all four, which
+# happens in a few answers of a hundred; most groups of 8 then score all zero and
+# carry no signal about the flaw, and answers with the wrong numbers stay the
+# commonest failure there, with answers cut off close behind. More answers run
+# out of tokens than before training, at both sizes.
+#
+# A longer budget is the other way to let a search finish. The same evaluation at
+# 512 new tokens (`--max-new-tokens 512`, stored as `tokens512_eval_step<N>.csv`),
+# with the flawless search at 512 tokens beside it:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+search_rng = random.Random(0)
+flawless512 = [flawless_search(row, tok2, 512, search_rng)
+               for row in test_rows.select(range(n_flawless)) for _ in range(4)]
+budget = {"flawless search": {"256 tokens": success.loc["all", "flawless search"],
+                              "512 tokens": sum(flawless512) / len(flawless512)}}
+for name, folder, step in [("base", anchored[0].name, 0)] + [
+        (f"seed {i}", r.name, last_step) for i, r in enumerate(anchored)]:
+    short, long = (pd.read_csv(RUNS / folder / f"{stem}{step}.csv", index_col=0)
+                   .loc["sampled"]
+                   for stem in ("sampled_eval_step", "tokens512_eval_step"))
+    budget[name] = {"256 tokens": short["strict_acc"], "512 tokens": long["strict_acc"],
+                    "cut off at 256": short["truncated_rate"],
+                    "cut off at 512": long["truncated_rate"]}
+budget = pd.DataFrame(budget).T
+print(budget.to_string(float_format=lambda v: f"{v:.3f}", na_rep=""))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+corpus_docs = countdown_documents(list(train_rows.select(range(3000))), 2000,
+                                  chain_mix, seed=0)
+trace_tokens = pd.Series([len(tok2(d["response"], add_special_tokens=False)
+                              ["input_ids"]) for d in corpus_docs])
+models = budget.drop(index="flawless search")
+moved = 100 * (models["512 tokens"] - models["256 tokens"])
+say(f"At 512 tokens the flawless search answers "
+    f"{budget.loc['flawless search', '512 tokens']:.3f}, against "
+    f"{budget.loc['flawless search', '256 tokens']:.3f} at 256. The three models' "
+    f"answers "
+    f"are cut off in {mean_range(models['cut off at 512'].tolist(), 3)} of cases "
+    f"instead of {mean_range(models['cut off at 256'].tolist(), 3)}, and their "
+    f"success moves by {mean_range(moved.tolist(), 1)} "
+    f"points. Of {len(corpus_docs):,} responses of the chain corpus, the longest "
+    f"has {trace_tokens.max()} tokens and 99% have at most "
+    f"{int(trace_tokens.quantile(0.99))}.")
+
+# %% [markdown]
+# With room to spare, the models are rarely cut off, and the answers they finish
+# in the extra room are almost all wrong. That room lies past nearly every trace
+# the base was pretrained on. Without training on longer traces, a longer budget
+# is no lever for this model.
 
 # %% [markdown]
 # ## What the numbers check blocks
@@ -859,6 +1018,12 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   in both seeds when the answers are sampled, as GRPO trains them and as the R1
 #   paper scores its models. Greedy success fell. The rise is small next to what
 #   the base's samples allow: one of 4 samples solves far more problems than one.
+# - Run without a mistake, the base's own search answers far more held-out
+#   problems than the trained policies do. Training cut the share of miscomputed
+#   steps, which its reward pays for wherever a group holds a right answer, and
+#   gained most on three numbers. On four numbers right answers are too rare for
+#   the reward to pay for keeping every number. A longer token budget does not
+#   help a model pretrained on shorter traces.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.
