@@ -1111,14 +1111,14 @@ r1_zero_model, _ = load_model_and_tokenizer(REPO / "data" / "models"
                                             / "tiny-qwen2-r1-zero", device=P.device)
 starts = {"base": base_model, "lighter cold start": light_model,
           "cold start": cold_model, "R1-Zero": r1_zero_model}
+habit_reward = combine_rewards([accuracy_reward, format_reward], [1.0, 0.1])
 habit_rows, habit_samples = {}, {}  # per start: the table row, the scored samples
 for name, model in starts.items():
     _, s = evaluate(model, tok, train_set, n=N_HABIT, num_samples=8, temperature=1.0,
                     seed=0, return_samples=True, max_new_tokens=128)
     s = s[s["mode"] == "sampled"].reset_index(drop=True)  # [N_HABIT * 8] rows
-    reward = (np.array(accuracy_reward(s["completion"].tolist(),
-                                       answer=s["answer"].tolist()))
-              + 0.1 * np.array(format_reward(s["completion"].tolist())))
+    reward = np.array(habit_reward(s["completion"].tolist(),
+                                   answer=s["answer"].tolist()))
     habit_samples[name] = s.assign(reward=reward)
     mixed = s["lang_mixed"].to_numpy()
     habit_rows[name] = {
