@@ -10,11 +10,19 @@ of ``--runs`` runs is reported as tokens/s = rows x new tokens / seconds.
 
     python benchmarks/sampler_vs_generate.py                  # CPU or the visible GPU
     python benchmarks/sampler_vs_generate.py --model PATH --device cuda --dtype bfloat16
+    python benchmarks/sampler_vs_generate.py --shape qwen2.5-0.5b --device cuda \
+        --dtype bfloat16                    # random weights of Qwen2.5-0.5B's shape
+
+On a GPU the fast engine replays each decode step as a CUDA graph
+(``grpo_lib.graph_decode``; ``--no-cuda-graph`` runs it step by step), and the script
+prints the *weight-read floor* beside the measurements: the bytes a decode step must
+read (every weight once, every cached key and value) over the rate the device copies
+memory, measured in the same run (``grpo_lib.speed``).
 """
 from __future__ import annotations
 
 import argparse
-import csv
+import functools
 import platform
 import statistics
 import sys
@@ -34,7 +42,9 @@ from grpo_lib.models import (  # noqa: E402
     random_model,
     stop_token_ids,
 )
-from grpo_lib.sampling import generate  # noqa: E402
+from grpo_lib.sampling import generate, tokenize_prompts  # noqa: E402
+from grpo_lib.speed import (SHAPES, append_row, decode_read_bytes,  # noqa: E402
+                            memory_bandwidth, shape_model)
 from grpo_lib.tasks.arithmetic import chat_prompt, make_problems  # noqa: E402
 
 DEFAULT_MODEL = ROOT / "data" / "models" / "tiny-qwen2-base"
@@ -43,6 +53,11 @@ DEFAULT_MODEL = ROOT / "data" / "models" / "tiny-qwen2-base"
 def load(args):
     """The model and tokenizer to benchmark, plus a short description of the model."""
     dtype = getattr(torch, args.dtype) if args.dtype else None
+    if args.shape:
+        tok = build_tokenizer()
+        model = shape_model(tok, args.shape).to(device=args.device,
+                                                dtype=dtype or torch.float32)
+        return model, tok, f"random Qwen2 of the {args.shape} shape"
     if args.model or DEFAULT_MODEL.exists():
         path = args.model or str(DEFAULT_MODEL)
         model, tok = load_model_and_tokenizer(path, device=args.device, dtype=dtype)
@@ -68,6 +83,8 @@ def run_sampler(model, tok, prompts, args) -> float:
 
         model = Qwen2.from_transformers(model, share_weights=True)
         decode_fn = decode_fast if args.engine == "fast" else decode_static
+        if args.engine == "fast" and not args.cuda_graph:
+            decode_fn = functools.partial(decode_fast, cuda_graph=False)
     sync(args.device)
     start = time.perf_counter()
     generate(model, tok, prompts, num_generations=args.G,
@@ -108,6 +125,11 @@ def main(argv=None) -> dict:
     p.add_argument("--model", default=None,
                    help="checkpoint folder or hub name (default: "
                         "data/models/tiny-qwen2-base, else a random tiny Qwen2)")
+    p.add_argument("--shape", default=None, choices=sorted(SHAPES),
+                   help="random weights of this shape instead of a checkpoint")
+    p.add_argument("--cuda-graph", default=True, dest="cuda_graph",
+                   action=argparse.BooleanOptionalAction,
+                   help="fast engine on CUDA: replay each step as a CUDA graph")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", default=None, help="e.g. bfloat16 (default: as saved)")
     p.add_argument("--prompts", type=int, default=16, help="number of distinct prompts")
@@ -159,25 +181,37 @@ def main(argv=None) -> dict:
     import transformers
 
     result["transformers"] = transformers.__version__
+    result["cuda_graph"] = args.engine == "fast" and args.cuda_graph and (
+        args.device.startswith("cuda"))
     print(f"device: {device} | model: {name} ({result['params']:,} params, "
           f"{result['dtype']})")
     print(f"{args.prompts} prompts x G={args.G} = {rows} rows, {args.max_new_tokens} new "
           f"tokens each ({result['mode']}), median of {args.runs} runs after a warm-up")
     print(f"{'':<22}{'seconds':>10}{'tokens/s':>12}")
-    print(f"sampler engine: {args.engine}")
+    print(f"sampler engine: {args.engine}"
+          + (", CUDA graph" if result["cuda_graph"] else ""))
+    if args.device.startswith("cuda"):  # decoding is bound by reading memory there
+        pad = tok.pad_token_id
+        prompt_len = tokenize_prompts(tok, prompts, pad)[1].shape[1]
+        bandwidth = memory_bandwidth(args.device)
+        element = next(model.parameters()).element_size()
+        context = prompt_len + args.max_new_tokens / 2  # mean keys read per step
+        step_bytes = decode_read_bytes(model.config, result["params"], rows, context,
+                                       element)
+        floor_s = args.max_new_tokens * step_bytes / bandwidth
+        result.update(bandwidth_gbs=round(bandwidth / 1e9, 1),
+                      floor_tok_s=round(tokens / floor_s, 1),
+                      sampler_over_floor=round(med_ours / floor_s, 2))
+        print(f"{'weight-read floor':<22}{floor_s:>10.3f}{tokens / floor_s:>12.1f}"
+              f"   ({step_bytes / 1e6:.1f} MB per step at {bandwidth / 1e9:,.0f} GB/s)")
     print(f"{'grpo_lib sampler':<22}{med_ours:>10.3f}{tokens / med_ours:>12.1f}")
     print(f"{'transformers generate':<22}{med_hf:>10.3f}{tokens / med_hf:>12.1f}")
     print(f"ratio (sampler tokens/s / generate tokens/s): {result['ratio']:.2f}")
+    if "floor_tok_s" in result:
+        print(f"sampler time / floor: {result['sampler_over_floor']:.2f}x")
     if args.csv:
-        path = Path(args.csv)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        new_file = not path.exists()
-        with open(path, "a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(result))
-            if new_file:
-                writer.writeheader()
-            writer.writerow(result)
-        print(f"appended to {path}")
+        append_row(Path(args.csv), result)
+        print(f"appended to {args.csv}")
     return result
 
 

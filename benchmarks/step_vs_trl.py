@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import csv
 import dataclasses
 import datetime
 import io
@@ -52,7 +51,8 @@ from pathlib import Path
 
 import torch
 
-from grpo_lib.speed import machine_description, matmul_peak, step_flops
+from grpo_lib.speed import (SHAPES, append_row, machine_description, matmul_peak,
+                            shape_model, step_flops)
 
 
 def digit_share(completions, **kwargs):
@@ -63,23 +63,6 @@ def digit_share(completions, **kwargs):
 
 def _median(values):
     return statistics.median(values) if values else float("nan")
-
-
-def append_row(path: Path, row: dict) -> None:
-    """Append ``row`` to the CSV at ``path``; when it brings a column the file lacks,
-    rewrite the file with the union of the columns (older rows get blanks)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rows, fields = [], list(row)
-    if path.exists():
-        with path.open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            rows = list(reader)
-            old = list(reader.fieldnames or [])
-        fields = old + [f for f in row if f not in old]
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields, restval="")
-        writer.writeheader()
-        writer.writerows(rows + [row])
 
 
 def run_ours(model, tokenizer, prompts, args, out_dir):
@@ -213,6 +196,8 @@ def main(argv=None):
         default=None,
         help="checkpoint folder (default: random tiny Qwen2 weights)",
     )
+    parser.add_argument("--shape", default=None, choices=sorted(SHAPES),
+                        help="random weights of this shape (default: random tiny)")
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
     parser.add_argument("--G", type=int, default=8, help="completions per prompt")
     parser.add_argument("--length", type=int, default=64, help="tokens per completion")
@@ -246,6 +231,10 @@ def main(argv=None):
     if args.model:
         model, tokenizer = load_model_and_tokenizer(args.model, device=device)
         name = args.model
+    elif args.shape:
+        tokenizer = build_tokenizer()
+        model = shape_model(tokenizer, args.shape).to(device)
+        name = f"random Qwen2 of the {args.shape} shape"
     else:
         tokenizer = build_tokenizer()
         model = random_model(tokenizer, size="tiny", seed=0).to(device)
@@ -261,6 +250,8 @@ def main(argv=None):
     runners = {"grpo_lib": run_ours, "TRL 1.16": run_trl}
     if args.skip_trl:
         del results["TRL 1.16"], runners["TRL 1.16"]
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):  # alternate, so background load hits both
             for label, fn in runners.items():
@@ -311,6 +302,9 @@ def main(argv=None):
     print(f"{'ours/floor':<10} {s0 / floor:>7.2f}x {g0 * peak / flops[0]:>8.2f}x "
           f"{u0 * peak / flops[1]:>7.2f}x")
     print("(each column is its own median, so generate + update need not add up)")
+    peak_gib = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
+    if peak_gib is not None:
+        print(f"peak GPU memory allocated (both trainers): {peak_gib:.1f} GiB")
     if args.csv:
         import transformers
 
@@ -335,6 +329,8 @@ def main(argv=None):
             "update_gflop": round(flops[1] / 1e9, 2),
             "peak_gflops": round(peak / 1e9, 1), "floor_s": round(floor, 4),
             "ours_over_floor": round(s0 / floor, 2), "torch": torch.__version__,
+            "cuda_graph": args.engine == "fast" and device == "cuda",
+            "peak_gpu_gib": "" if peak_gib is None else round(peak_gib, 2),
             "transformers": transformers.__version__, "trl": trl_version,
         }
         append_row(Path(args.csv), result)

@@ -42,8 +42,9 @@ from .qwen2 import Qwen2, StaticKVCache, rope_cos_sin
 from .sampling import Rollout, generate, next_token, top_p_filter
 
 __all__ = ["FusedLayer", "fuse_weights", "rotate_half_matrix", "sample_inverse_cdf",
-           "inverse_cdf_token", "decode_step", "prefill_once", "FAST_SAMPLERS",
-           "decode_fast", "generate_fast"]
+           "inverse_cdf_token", "decode_step", "write_column", "prefill_once",
+           "FAST_SAMPLERS", "DecodeStart", "start_decode", "decode_fast",
+           "generate_fast"]
 
 
 @dataclass
@@ -122,36 +123,50 @@ def inverse_cdf_token(cdf: Tensor, u: Tensor) -> Tensor:
     return token.squeeze(-1).clamp(max=cdf.shape[-1] - 1)  # [B]
 
 
-def decode_step(model: Qwen2, layers: list[FusedLayer], token: Tensor, column: int,
-                cos: Tensor, sin: Tensor, bias: Tensor, cache: StaticKVCache) -> Tensor:
+def decode_step(model: Qwen2, layers: list[FusedLayer], token: Tensor,
+                column: int | Tensor, cos: Tensor, sin: Tensor, bias: Tensor,
+                cache: StaticKVCache) -> Tensor:
     """Logits ``[B, V]`` of the next token after ``token`` ``[B]``, which sits in
     ``column`` of the cache. ``cos, sin``: ``[B, 1, d]`` at the rows' positions;
-    ``bias``: ``[B, max_len]``, 0 where a key may be read, very negative elsewhere."""
+    ``bias``: ``[B, max_len]``, 0 where a key may be read, very negative elsewhere.
+    ``column`` may be a ``[1]`` tensor (the step a CUDA graph replays,
+    :mod:`grpo_lib.graph_decode`): then every shape is the same at every step, the
+    attention reading all ``max_len`` columns, ``bias`` hiding the unwritten ones."""
     s = model.settings
     H, H_kv, d, eps = (s.num_attention_heads, s.num_key_value_heads, s.head_dim,
                        s.rms_norm_eps)
     x = F.embedding(token, model.model.embed_tokens.weight)  # [B, D]
     B, D = x.shape
-    mask = bias[:, None, None, :column + 1]  # [B, 1, 1, S]
+    S = bias.shape[1] if torch.is_tensor(column) else column + 1  # keys read
+    mask = bias[:, None, None, :S]  # [B, 1, 1, S]
     for i, w in enumerate(layers):
         h = F.rms_norm(x, (D,), w.input_norm, eps)  # [B, D]
         qkv = torch.addmm(w.b_qkv, h, w.w_qkv)  # [B, (2H + 3H_kv) d]
         qk = qkv[:, :(H + H_kv) * d].view(B, H + H_kv, d)  # queries and keys
         rotated = qkv[:, (H + 2 * H_kv) * d:].view(B, H + H_kv, d)  # rotate_half(qk)
         qk = torch.addcmul(qk * cos, rotated, sin)  # RoPE, [B, H + H_kv, d]
-        cache.keys[i][:, :, column] = qk[:, H:]  # [B, H_kv, d]
-        cache.values[i][:, :, column] = qkv[:, (H + H_kv) * d:(H + 2 * H_kv) * d].view(
-            B, H_kv, d)
+        v = qkv[:, (H + H_kv) * d:(H + 2 * H_kv) * d].view(B, H_kv, d)
+        write_column(cache.keys[i], column, qk[:, H:])  # [B, H_kv, d]
+        write_column(cache.values[i], column, v)
         q = qk[:, :H].reshape(B, H_kv, H // H_kv, d)  # [B, H_kv, H/H_kv, d]
-        keys = cache.keys[i][:, :, :column + 1]  # [B, H_kv, S, d]
+        keys = cache.keys[i][:, :, :S]  # [B, H_kv, S, d]
         scores = torch.softmax(q @ keys.transpose(-1, -2) + mask, dim=-1)
-        out = scores @ cache.values[i][:, :, :column + 1]  # [B, H_kv, H/H_kv, d]
+        out = scores @ cache.values[i][:, :, :S]  # [B, H_kv, H/H_kv, d]
         x = torch.addmm(x, out.view(B, H * d), w.w_o)  # [B, D] residual inside
         gate, up = (F.rms_norm(x, (D,), w.post_norm, eps) @ w.w_gate_up).chunk(2, -1)
         x = torch.addmm(x, F.silu(gate) * up, w.w_down)  # [B, D]
     x = F.rms_norm(x, (D,), model.model.norm.weight, eps)  # [B, D]
     head = model.model.embed_tokens if model.lm_head is None else model.lm_head
     return x @ head.weight.t()  # [B, V]
+
+
+def write_column(buffer: Tensor, column: int | Tensor, value: Tensor) -> None:
+    """``buffer[:, :, column] = value`` (``[B, H_kv, max_len, d]`` and ``[B, H_kv,
+    d]``), with ``column`` an int or a ``[1]`` tensor (read on the device, no sync)."""
+    if torch.is_tensor(column):
+        buffer.index_copy_(2, column, value[:, :, None])
+    else:
+        buffer[:, :, column] = value
 
 
 def prefill_once(model: Qwen2, ids: Tensor, mask: Tensor, positions: Tensor,
@@ -182,11 +197,43 @@ number per row) or :func:`grpo_lib.sampling.next_token` (``torch.multinomial``, 
 standard path's draw: the same tokens from the same generator)."""
 
 
+@dataclass
+class DecodeStart:
+    """What a fast decode loop starts from, made by :func:`start_decode`."""
+
+    logits: Tensor  # [b, V] the next-token logits after the last prompt token
+    cache: StaticKVCache  # [b, H_kv, P + max_new_tokens, d] per layer, prompts written
+    layers: list[FusedLayer]
+    cos_table: Tensor  # [1, T, d] RoPE's cos at positions 0 .. T - 1
+    sin_table: Tensor  # [1, T, d]
+    bias: Tensor  # [b, P + max_new_tokens] 0 where a key may be read
+    position: Tensor  # [b] the position of each row's last prompt token
+
+
+def start_decode(model: Qwen2, ids: Tensor, mask: Tensor,
+                 max_new_tokens: int) -> DecodeStart:
+    """Prefill the left-padded prompts ``ids, mask`` ``[b, P]`` (each distinct prompt
+    once) into a static cache of ``P + max_new_tokens`` columns, fuse the weights and
+    tabulate RoPE: everything the decode steps read."""
+    (b, P), device = ids.shape, ids.device
+    s, width = model.settings, P + max_new_tokens
+    dtype = model.model.embed_tokens.weight.dtype
+    cache = StaticKVCache(s, b, width, dtype, device)
+    positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)  # [b, P]
+    logits = prefill_once(model, ids, mask, positions, cache)  # [b, V]
+    table = torch.arange(positions.max() + max_new_tokens + 1, device=device)
+    cos_table, sin_table = rope_cos_sin(table[None], s.head_dim, s.rope_theta, dtype)
+    bias = torch.full((b, width), torch.finfo(dtype).min, dtype=dtype, device=device)
+    bias[:, :P].masked_fill_(mask.bool(), 0.0)  # [b, width]: prompt tokens readable
+    return DecodeStart(logits, cache, fuse_weights(model), cos_table, sin_table, bias,
+                       positions[:, -1])
+
+
 def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
                 temperature: float = 1.0, top_p: float = 1.0, do_sample: bool = True,
                 generator: torch.Generator | None = None, stop_ids: Sequence[int],
                 pad_id: int, ignore_eos: bool = False, use_cache: bool = True,
-                sampler: str = "inverse_cdf"):
+                sampler: str = "inverse_cdf", cuda_graph: bool = True):
     r""":func:`grpo_lib.qwen2.decode_static` with :func:`decode_step` and
     :func:`sample_inverse_cdf`: the prefill is the model's own forward, once per
     distinct prompt (:func:`prefill_once`), every later token one fast step.
@@ -199,28 +246,31 @@ def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
     importance-sampling correction compares with the trainer's
     (:func:`grpo_lib.losses.sampling_importance_weights`). Runs in float32 and
     bfloat16 alike (the attention's softmax in the model's dtype).
+
+    On a CUDA device with ``cuda_graph`` (the default), greedy and inverse-CDF
+    decoding replay each step as a CUDA graph
+    (:func:`grpo_lib.graph_decode.decode_graphed`: the same draws, the same
+    outputs to round-off); the multinomial sampler always runs step by step.
     """
     if not use_cache:
         raise ValueError("decode_fast always decodes over its static cache; for "
                          "use_cache=False use grpo_lib.sampling.decode_batch.")
     if sampler not in FAST_SAMPLERS:
         raise ValueError(f"sampler={sampler!r}; choose one of {FAST_SAMPLERS}.")
-    (b, P), device = ids.shape, ids.device
-    s, width = model.settings, ids.shape[1] + max_new_tokens
-    dtype = model.model.embed_tokens.weight.dtype
-    cache = StaticKVCache(s, b, width, dtype, device)
-    positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)  # [b, P]
-    logits = prefill_once(model, ids, mask, positions, cache)  # [b, V]
-    layers = fuse_weights(model)
-    table = torch.arange(positions.max() + max_new_tokens + 1, device=device)
-    cos_table, sin_table = rope_cos_sin(table[None], s.head_dim, s.rope_theta, dtype)
-    bias = torch.full((b, width), torch.finfo(dtype).min, dtype=dtype, device=device)
-    bias[:, :P].masked_fill_(mask.bool(), 0.0)  # [b, width]: prompt tokens readable
-    position = positions[:, -1]  # [b]
-    stop = torch.tensor(list(stop_ids), device=device)  # [S]
-    finished = torch.zeros(b, dtype=torch.bool, device=device)  # [b]
-    tokens, alive, logprobs = [], [], []  # C x [b]
     greedy = not do_sample or temperature == 0
+    if cuda_graph and ids.is_cuda and (greedy or sampler == "inverse_cdf"):
+        from .graph_decode import decode_graphed
+
+        return decode_graphed(model, ids, mask, max_new_tokens=max_new_tokens,
+                              temperature=temperature, top_p=top_p,
+                              do_sample=do_sample, generator=generator,
+                              stop_ids=stop_ids, pad_id=pad_id, ignore_eos=ignore_eos)
+    b, P = ids.shape
+    start = start_decode(model, ids, mask, max_new_tokens)
+    logits, position, bias = start.logits, start.position, start.bias
+    stop = torch.tensor(list(stop_ids), device=ids.device)  # [S]
+    finished = torch.zeros(b, dtype=torch.bool, device=ids.device)  # [b]
+    tokens, alive, logprobs = [], [], []  # C x [b]
     tau = 1.0 if greedy else temperature
     for step in range(max_new_tokens):
         if greedy:
@@ -243,8 +293,10 @@ def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
         column = P + step
         bias[:, column] = 0.0
         position = position + 1  # [b]
-        cos, sin = cos_table[0, position, None], sin_table[0, position, None]
-        logits = decode_step(model, layers, token, column, cos, sin, bias, cache)
+        cos = start.cos_table[0, position, None]  # [b, 1, d]
+        sin = start.sin_table[0, position, None]
+        logits = decode_step(model, start.layers, token, column, cos, sin, bias,
+                             start.cache)
     completion = torch.stack(tokens, dim=1)  # [b, C]
     alive = torch.stack(alive, dim=1)  # [b, C]
     sampler_logp = torch.stack(logprobs, dim=1).masked_fill(~alive, 0.0)  # [b, C]

@@ -9,11 +9,15 @@
   whether the CPU has bfloat16 hardware (without it a bfloat16 matmul is far slower
   than a float32 one);
 - :func:`decode_step_ops`: how many aten operator calls one decode step makes, a
-  measure of per-step overhead that does not depend on the machine's load.
+  measure of per-step overhead that does not depend on the machine's load;
+- :func:`memory_bandwidth`, :func:`decode_read_bytes`: the other floor of a decode
+  step, the bytes it must read (every weight, every cached key and value) over the
+  rate the device copies memory: on a GPU, decoding is bound by this, not by FLOPs.
 """
 from __future__ import annotations
 
 import contextlib
+import csv
 import os
 import platform
 import time
@@ -23,7 +27,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 __all__ = ["matmul_peak", "forward_flops", "step_flops", "machine_description",
-           "decode_step_ops"]
+           "decode_step_ops", "memory_bandwidth", "decode_read_bytes",
+           "QWEN25_05B_SHAPE", "SHAPES", "shape_model", "append_row"]
 
 
 def matmul_peak(dtype: torch.dtype, size: int = 1024, repeats: int = 30) -> float:
@@ -112,3 +117,75 @@ def decode_step_ops(model, tokenizer, prompts, decode_fn, new: int = 8) -> dict:
 
     short, long = counts(new), counts(new + 16)
     return {k: (long[k] - short.get(k, 0)) / 16 for k in long}
+
+
+def memory_bandwidth(device="cpu", nbytes: int = 1 << 30, repeats: int = 10) -> float:
+    """Bytes/s that ``device`` moves in a large copy: ``2 nbytes`` (each byte read once
+    and written once) over the fastest of ``repeats`` copies of ``nbytes`` bytes."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    times = []
+    for i in range(repeats + 2):
+        if src.is_cuda:
+            torch.cuda.synchronize(src.device)
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        if src.is_cuda:
+            torch.cuda.synchronize(src.device)
+        if i >= 2:
+            times.append(time.perf_counter() - t0)
+    return 2 * nbytes / min(times)
+
+
+def decode_read_bytes(cfg, params: int, rows: int, context: float,
+                      bytes_per_number: int) -> float:
+    """Bytes one decode step of ``rows`` rows must read at least: every one of the
+    model's ``params`` weights once (the output layer included) plus each row's cached
+    keys and values, ``2 L H_kv d`` numbers per token of its ``context``."""
+    H = cfg.num_attention_heads
+    d = getattr(cfg, "head_dim", None) or cfg.hidden_size // H
+    kv = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * d * rows * context
+    return (params + kv) * bytes_per_number
+
+
+QWEN25_05B_SHAPE = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                        num_attention_heads=14, num_key_value_heads=2,
+                        vocab_size=151936, rope_theta=1000000.0,
+                        tie_word_embeddings=True)
+"""The widths of Qwen/Qwen2.5-0.5B (its ``config.json``): 494M parameters, 136M of
+them in the tied embedding."""
+
+SHAPES = {"tiny": ("tiny", {}), "small": ("small", {}),
+          "qwen2.5-0.5b": ("tiny", QWEN25_05B_SHAPE)}
+"""Model shapes the benchmarks can build with random weights: the book's sizes
+(:data:`grpo_lib.models.MODEL_SIZES`) and Qwen2.5-0.5B's widths."""
+
+
+def shape_model(tokenizer, shape: str, seed: int = 0):
+    """A randomly initialised ``Qwen2ForCausalLM`` of one of :data:`SHAPES` (the
+    timing of forced-length rollouts and steps does not depend on the weights)."""
+    from .models import random_model
+
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}; choose from {sorted(SHAPES)}")
+    size, overrides = SHAPES[shape]
+    return random_model(tokenizer, size=size, seed=seed, **overrides)
+
+
+def append_row(path, row: dict) -> None:
+    """Append ``row`` to the CSV at ``path`` (the benchmarks' results); when it brings
+    a column the file lacks, rewrite the file with the union of the columns (older
+    rows get blanks)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows, fields = [], list(row)
+    if path.exists():
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            old = list(reader.fieldnames or [])
+        fields = old + [f for f in row if f not in old]
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, restval="")
+        writer.writeheader()
+        writer.writerows(rows + [row])

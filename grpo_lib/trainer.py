@@ -162,7 +162,7 @@ class GRPOConfig(YAMLConfig):
     rollout_engine: str = "transformers"
     """Model that samples: "transformers" (the policy), "scratch" (grpo_lib.qwen2
     over the policy's own weight tensors, static KV cache; same samples, faster) or
-    "fast" (the same model with grpo_lib.fast_decode's step, fastest)."""
+    "fast" (grpo_lib.fast_decode's step, replayed as a CUDA graph on a GPU)."""
     rollout_sampler: str = "inverse_cdf"
     """How the "fast" engine draws a token: "inverse_cdf" (one uniform number per row:
     the same distribution from another random stream, fastest) or "multinomial"
