@@ -33,7 +33,9 @@
 # 7. **numerics**: the sampler's log-probs against the trainer's, and the truncated
 #    importance-sampling correction TRL applies for their gap;
 # 8. **chapter 7 again**, with the fast path, twelve seeds each way, and which piece
-#    of the fast path moves its result.
+#    of the fast path moves its result;
+# 9. **on a GPU**: the decode step replayed as one CUDA graph, measured on an H100
+#    against `generate`, TRL and the bytes a step must read.
 #
 # The from-scratch Qwen2 of {doc}`16_qwen2_from_scratch` is the starting point.
 
@@ -60,12 +62,14 @@ from grpo_lib.evaluation import score_groups
 from grpo_lib.fast_decode import (decode_fast, decode_step, fuse_weights,
                                   prefill_once, rotate_half_matrix,
                                   sample_inverse_cdf)
+from grpo_lib.graph_decode import decode_graphed, graph_step
 from grpo_lib.logprobs import sequence_logprobs
 from grpo_lib.losses import sampling_importance_weights
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.profiles import profile
 from grpo_lib.qwen2 import (Qwen2, StaticKVCache, decode_static, rope_cos_sin,
                             rotate_half)
+from grpo_lib.runs import final_eval, load_seeds, mean_range
 from grpo_lib.sampling import generate, tokenize_prompts
 from grpo_lib.shared_prompt import group_logprobs, prompt_share
 from grpo_lib.speed import (decode_step_ops, forward_flops, machine_description,
@@ -537,8 +541,8 @@ say(f"The update's products run at {share.iloc[2]:.0%} of the peak, a decode ste
 # %% [markdown]
 # Each decode step also reads the whole key/value cache of every layer, a cost that
 # counts memory traffic rather than FLOPs, so the floor is out of reach for the
-# rollout. On a GPU the same loop waits on kernel launches instead; replaying a step as
-# one CUDA graph removes them, and that is not built here.
+# rollout. On a GPU the same loop waits on kernel launches instead, and
+# {ref}`ch19-cuda-graphs` replays each step as one CUDA graph.
 #
 # ## Numerics: the sampler's log-probs and the trainer's
 #
@@ -878,6 +882,176 @@ say(f"With `torch.multinomial` the fast decode step trains "
 # `rollout_sampler="multinomial"`, the numerics arm above, which trains the standard
 # run token for token and keeps the decode step's share of the speed-up.
 #
+# (ch19-cuda-graphs)=
+# ## On a GPU: one launch per step
+#
+# A GPU does the arithmetic of a small model's decode step in microseconds, so the step
+# waits on something else. Each of its few hundred kernels is launched from Python, one
+# after another, and the GPU idles between launches. The H100 rows of the step
+# benchmark from before this section show it. The from-scratch rollout makes the same
+# tokens as `transformers`' with fewer operations, yet on the GPU it was not faster:
+
+# %%
+h100 = bench[bench["machine"].str.contains("H100", na=False)]
+before = h100[h100["cuda_graph"].isna()
+              & (h100["model"] == "random tiny Qwen2")].set_index("engine")
+before[["date", "model", "ours_gen_s", "trl_gen_s"]]
+
+# %%
+say(f"The from-scratch rollout took {before.loc['scratch', 'ours_gen_s']:.3f} s "
+    f"of generation per step, the `transformers` one "
+    f"{before.loc['transformers', 'ours_gen_s']:.3f} s, for the same tokens of the tiny "
+    "model.")
+
+# %% [markdown]
+# A **CUDA graph** removes the launches. PyTorch records the kernels of one step once
+# (`torch.cuda.CUDAGraph`), and a replay runs all of them with one call. A replay runs
+# the *same* kernels on the *same* memory, so a step that is replayed may keep nothing
+# in Python numbers. Whatever changes from one step to the next must be a tensor that
+# the step itself updates in place:
+#
+# - the cache column and the output column are `[1]` tensors, and the positions a
+#   `[b]` tensor, each incremented by the step;
+# - the attention reads all $P + N$ columns of the cache, and the bias hides the ones
+#   not yet written (`decode_step` with a tensor column), so no shape depends on the
+#   step;
+# - the draw reads its uniform numbers $u$ from a buffer that the seeded generator
+#   fills before each replay, the same numbers `sample_inverse_cdf` would draw;
+# - the chosen tokens, the alive mask and the log-probs go into `[b, N]` buffers at
+#   the step's column.
+#
+# `grpo_lib.graph_decode.graph_step` is the step written that way:
+
+# %%
+show_source(graph_step)
+
+# %% [markdown]
+# The loop around it runs step 0 eagerly on a side stream, which warms up the
+# kernels and their workspaces as a capture requires. It records step 1 once, which
+# runs nothing, and replays it for every later step. `decode_fast` takes this path on
+# a CUDA device for greedy and inverse-CDF decoding. The multinomial draw keeps the
+# eager loop, because `torch.multinomial` draws its random numbers inside the step.
+
+# %%
+show_source(decode_graphed, start="graph, done = None, 0", end="break")
+
+# %% [markdown]
+# On a CPU there is nothing to capture, but the step itself runs eagerly, so its
+# correctness can be checked anywhere. The replayable step should draw the eager loop's
+# tokens from the same seed, with log-probs equal to round-off:
+
+# %%
+check_kwargs = dict(num_generations=4, max_new_tokens=LENGTH, seed=1, top_p=0.95)
+eager_run = generate(ours, tok, prompts[:4],
+                     decode_fn=functools.partial(decode_fast, cuda_graph=False),
+                     **check_kwargs)
+graph_run = generate(ours, tok, prompts[:4], decode_fn=functools.partial(
+    decode_graphed, capture=P.device == "cuda"), **check_kwargs)
+logp_gap = (graph_run.sampler_logprobs - eager_run.sampler_logprobs).abs().max()
+print(f"captured: {P.device == 'cuda'}; same tokens: "
+      f"{torch.equal(graph_run.completion_ids, eager_run.completion_ids)}; "
+      f"largest log-prob gap: {logp_gap.item():.1e}")
+
+# %% [markdown]
+# On the H100, `benchmarks/gpu_pass.sh` timed the sampler with and without the graph
+# against `generate`, in bfloat16, with 64 rows of 128 tokens. It used the tiny
+# checkpoint and random weights of the small model's and of Qwen2.5-0.5B's shapes,
+# since forced-length timings do not depend on the weights. For a GPU the floor is not
+# FLOPs: a decode step must at least read every weight once and each row's cached keys
+# and values. `speed.decode_read_bytes` counts those bytes, and `speed.memory_bandwidth`
+# measures the rate of a large copy in the same run. Their ratio is the
+# **weight-read floor**:
+
+# %%
+sampler_bench = pd.read_csv(REPO / "benchmarks" / "results" / "sampler_vs_generate.csv")
+gpu_sampler = sampler_bench[sampler_bench["device"].str.contains("H100")
+                            & sampler_bench["cuda_graph"].notna()].copy()
+gpu_sampler["shape"] = gpu_sampler["model"].str.extract(r"(tiny|small|qwen2\.5-0\.5b)")[0]
+wide = gpu_sampler.pivot(index="shape", columns="cuda_graph")
+graph_table = pd.DataFrame({
+    "parameters (M)": wide[("params", True)] / 1e6,
+    "generate (tok/s)": wide[("generate_tok_s", True)],
+    "eager fast (tok/s)": wide[("sampler_tok_s", False)],
+    "CUDA graph (tok/s)": wide[("sampler_tok_s", True)],
+    "floor (tok/s)": wide[("floor_tok_s", True)]}).loc[["tiny", "small",
+                                                        "qwen2.5-0.5b"]]
+graph_table["graph vs generate"] = (graph_table["CUDA graph (tok/s)"]
+                                    / graph_table["generate (tok/s)"])
+graph_table["graph vs eager"] = (graph_table["CUDA graph (tok/s)"]
+                                 / graph_table["eager fast (tok/s)"])
+graph_table["time / floor"] = (graph_table["floor (tok/s)"]
+                               / graph_table["CUDA graph (tok/s)"])
+print(f"{gpu_sampler['device'].iloc[0]}, {gpu_sampler['date'].iloc[0]}, torch "
+      f"{gpu_sampler['torch'].iloc[0]}, bfloat16, 64 rows x 128 tokens")
+graph_table.style.format("{:,.1f}")
+
+# %%
+g = graph_table
+say(f"With the graph the sampler writes {g['graph vs generate'].min():.1f} to "
+    f"{g['graph vs generate'].max():.1f} times as many tokens per second as "
+    f"`generate`, and {g['graph vs eager'].min():.1f} to "
+    f"{g['graph vs eager'].max():.1f} times as many as the same step without the "
+    f"graph. For the Qwen2.5-0.5B shape it is "
+    f"{g.loc['qwen2.5-0.5b', 'time / floor']:.1f} times the weight-read floor, and "
+    f"for the tiny model {g.loc['tiny', 'time / floor']:.0f} times. What is left is "
+    "each step's count of small kernels, each one lasting a few microseconds even "
+    "when it reads almost nothing. Fusing them into fewer kernels would take it "
+    "further.")
+
+# %% [markdown]
+# Whole steps on the same GPU, against TRL 1.16 in the same process, on the
+# benchmark's step (8 prompts × G = 8, 64 tokens, bfloat16). The last row is one step
+# of chapter 21's recipe for Qwen2.5-0.5B (16 prompts × 8 completions × 512 tokens,
+# micro-batches of 16), made on the same machine with ours only:
+
+# %%
+after = h100[h100["cuda_graph"].notna()].set_index("model")
+after[["prompts", "length", "ours_s", "ours_gen_s", "ours_update_s", "trl_s",
+       "trl_gen_s", "trl_over_ours", "peak_gpu_gib"]]
+
+# %%
+tiny_row = after.loc["random tiny Qwen2"]
+say(f"TRL's step takes {tiny_row['trl_over_ours']:.2f} times as long as ours for the "
+    f"tiny model and "
+    f"{after.loc['random Qwen2 of the small shape', 'trl_over_ours']:.2f} times for "
+    f"the small one. The whole gain is in generation "
+    f"({tiny_row['trl_gen_s']:.3f} s against {tiny_row['ours_gen_s']:.3f} s). The "
+    f"update takes as long as TRL's ({tiny_row['ours_update_s']:.3f} s and "
+    f"{tiny_row['trl_update_s']:.3f} s) and is now most of the step: its kernels are "
+    "still launched one by one.")
+
+# %% [markdown]
+# Chapter 7's run on the same H100, in float32, with the fast rollout and with the
+# `transformers` rollout, seeds 0 and 1. The four runs were made one after another
+# from the command line, with nothing else on the machine (their `README.md` has the
+# command):
+
+# %%
+gpu_ch07 = {engine: load_seeds(f"ch07_{engine}", device="h100")
+            for engine in ("transformers", "fast_graph")}
+gpu_ch07_table = pd.DataFrame([
+    {"rollout": engine, "seed": seed, "strict accuracy": acc,
+     "steps (s)": run.metrics["time_step"].sum(),
+     "generation (s)": run.metrics["time_generate"].sum(),
+     "update (s)": run.metrics["time_update"].sum()}
+    for engine, runs in gpu_ch07.items()
+    for seed, (run, acc) in enumerate(zip(runs, final_eval(runs)))])
+gpu_ch07_table
+
+# %%
+by = gpu_ch07_table.groupby("rollout").sum(numeric_only=True)
+acc = gpu_ch07_table.groupby("rollout")["strict accuracy"]
+say(f"The fast rollout cut the steps' time from "
+    f"{by.loc['transformers', 'steps (s)']:.0f} s to "
+    f"{by.loc['fast_graph', 'steps (s)']:.0f} s for both seeds together, and "
+    f"generation from {by.loc['transformers', 'generation (s)']:.0f} s to "
+    f"{by.loc['fast_graph', 'generation (s)']:.0f} s. Held-out strict accuracy was "
+    f"{mean_range(acc.get_group('fast_graph'))} with it and "
+    f"{mean_range(acc.get_group('transformers'))} without it. That is the pattern of "
+    "the CPU seeds above, lower and further apart with the inverse-CDF draw, and two "
+    "seeds cannot settle it.")
+
+# %% [markdown]
 # ## What to notice
 #
 # - The floor of a step is its FLOPs over the machine's matmul peak. For the tiny model
@@ -894,6 +1068,9 @@ say(f"With `torch.multinomial` the fast decode step trains "
 #   many seeds of each path, and find the piece that moves a result by swapping one
 #   piece at a time: here the decode step trained the standard run bit for bit, and
 #   the difference entered with the sampler.
+# - On a GPU a small model's decode step waits on kernel launches, not on arithmetic.
+#   A CUDA graph replays the whole step with one launch, once everything that changes
+#   between steps lives in tensors the step updates in place.
 #
 # ## Exercises
 #
