@@ -900,8 +900,8 @@ before[["date", "model", "ours_gen_s", "trl_gen_s"]]
 # %%
 say(f"The from-scratch rollout took {before.loc['scratch', 'ours_gen_s']:.3f} s "
     f"of generation per step, the `transformers` one "
-    f"{before.loc['transformers', 'ours_gen_s']:.3f} s, for the same tokens of the tiny "
-    "model.")
+    f"{before.loc['transformers', 'ours_gen_s']:.3f} s, for the same tokens of the "
+    "tiny model.")
 
 # %% [markdown]
 # A **CUDA graph** removes the launches. PyTorch records the kernels of one step once
@@ -966,7 +966,8 @@ print(f"captured: {P.device == 'cuda'}; same tokens: "
 sampler_bench = pd.read_csv(REPO / "benchmarks" / "results" / "sampler_vs_generate.csv")
 gpu_sampler = sampler_bench[sampler_bench["device"].str.contains("H100")
                             & sampler_bench["cuda_graph"].notna()].copy()
-gpu_sampler["shape"] = gpu_sampler["model"].str.extract(r"(tiny|small|qwen2\.5-0\.5b)")[0]
+shape_names = r"(tiny|small|qwen2\.5-0\.5b)"
+gpu_sampler["shape"] = gpu_sampler["model"].str.extract(shape_names)[0]
 wide = gpu_sampler.pivot(index="shape", columns="cuda_graph")
 graph_table = pd.DataFrame({
     "parameters (M)": wide[("params", True)] / 1e6,

@@ -277,7 +277,7 @@ print(work.to_string(float_format=lambda v: f"{v:.1f}"))
 # one step of this recipe's batch on a model of the same shape, with random weights
 # (the time does not depend on them): 16 prompts × 8 completions, every completion
 # forced to 512 tokens, micro-batches of 16, bfloat16, our fast rollout (chapter 19's
-# decode step replayed as a CUDA graph). The benchmark's prompts are 23 tokens long.
+# decode step replayed as a CUDA graph), after the benchmark's short prompts.
 # The row in `benchmarks/results/step_vs_trl.csv`:
 
 # %%
@@ -291,9 +291,9 @@ print(f"step {measured['ours_s']:.3f} s = rollout {measured['ours_gen_s']:.3f} s
       f"{measured['peak_gpu_gib']:.1f} GiB")
 
 # %% [markdown]
-# GSM8K's prompts are longer than 23 tokens. To carry the measurement over, take the
-# rollout's time as it is (512 decode steps, each reading every weight once, as
-# chapter 19 found on the GPU) and scale the rest of the step with the tokens it
+# GSM8K's prompts are longer than the benchmark's. To carry the measurement over,
+# take the rollout's time as it is (512 decode steps, each reading every weight once,
+# as chapter 19 found on the GPU) and scale the rest of the step with the tokens it
 # processes, prompt plus completion:
 
 # %%
@@ -316,9 +316,10 @@ half_b = sampler[sampler["model"].str.contains("qwen2.5-0.5b", na=False)
 say(f"On that GPU the recipe's {steps} steps take about "
     f"{estimate.iloc[0, 1]:.0f}-{estimate.iloc[1, 1]:.0f} minutes of training, "
     "before the held-out evaluations, and less where completions stop before 512 "
-    f"tokens. With its 23-token prompts the step used "
-    f"{measured['peak_gpu_gib']:.0f} GiB of GPU memory at its peak. These times are for `--set rollout_engine=fast`. The config as written "
-    "samples with `transformers`' forward instead. On this shape the fast rollout "
+    f"tokens. With its {measured['prompt_len']}-token prompts the step used "
+    f"{measured['peak_gpu_gib']:.0f} GiB of GPU memory at its peak. These times are "
+    "for `--set rollout_engine=fast`. The config as written samples with "
+    "`transformers`' forward instead. On this shape the fast rollout "
     f"wrote {half_b['ratio']:.1f} times as many tokens per second as `generate` (64 "
     "rows of 128 tokens), so with the default the rollout would take several times "
     "longer.")

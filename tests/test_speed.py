@@ -1,8 +1,11 @@
 """Tests for grpo_lib.speed: the FLOP counts on a model small enough to count by hand,
-the operator counts of the three decode loops, and the machine description."""
+the operator counts of the three decode loops, the machine description, the bytes a
+decode step reads, the benchmark shapes and the results CSV."""
 from __future__ import annotations
 
 from types import SimpleNamespace
+
+import csv
 
 import pytest
 import torch
@@ -10,8 +13,9 @@ import torch
 from grpo_lib.fast_decode import decode_fast
 from grpo_lib.models import build_tokenizer, random_model
 from grpo_lib.qwen2 import Qwen2, decode_static
-from grpo_lib.speed import (decode_step_ops, forward_flops, machine_description,
-                            matmul_peak, step_flops)
+from grpo_lib.speed import (QWEN25_05B_SHAPE, append_row, decode_read_bytes,
+                            decode_step_ops, forward_flops, machine_description,
+                            matmul_peak, memory_bandwidth, shape_model, step_flops)
 
 # one layer, D = 2, one head of d = 2 (and one key/value head), F = 2, V = 3
 CFG = SimpleNamespace(hidden_size=2, intermediate_size=2, vocab_size=3,
@@ -33,6 +37,45 @@ def test_step_flops_is_prefill_decode_and_three_forwards():
     assert rollout == (forward_flops(CFG, 4, 5, 0) + forward_flops(CFG, 4, 1, 5)
                        + forward_flops(CFG, 4, 1, 6))
     assert update == 3 * forward_flops(CFG, 4, 8, 0)
+
+
+def test_decode_read_bytes_by_hand():
+    # 34 + 2 (norms) + ... : take params = 100; keys and values: 2 L H_kv d = 4 numbers
+    # per token, 3 rows x 10 tokens of context = 120; bfloat16: 2 bytes each
+    assert decode_read_bytes(CFG, params=100, rows=3, context=10,
+                             bytes_per_number=2) == (100 + 120) * 2
+    assert decode_read_bytes(CFG, 100, 3, 0, 4) == 400  # no context: the weights
+
+
+def test_memory_bandwidth_is_a_positive_rate():
+    rate = memory_bandwidth("cpu", nbytes=1 << 20, repeats=2)
+    assert 0 < rate < float("inf")
+
+
+def test_shape_models_have_their_widths():
+    from transformers import Qwen2ForCausalLM
+
+    from grpo_lib.models import model_config
+
+    tok = build_tokenizer()
+    small = shape_model(tok, "small")
+    assert small.config.hidden_size == 448 and small.config.num_hidden_layers == 8
+    with torch.device("meta"):  # the shape without its 2 GB of weights
+        half_b = Qwen2ForCausalLM(model_config(tok, "tiny", **QWEN25_05B_SHAPE))
+    params = sum(p.numel() for p in half_b.parameters())  # the tied matrix once
+    assert params == 494_032_768  # Qwen2.5-0.5B's count
+    with pytest.raises(ValueError, match="unknown shape 'huge'; choose from"):
+        shape_model(tok, "huge")
+
+
+def test_append_row_adds_new_columns_and_keeps_old_rows(tmp_path):
+    path = tmp_path / "results" / "bench.csv"
+    append_row(path, {"a": 1, "b": 2})
+    append_row(path, {"a": 3, "c": 4})
+    with path.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["a", "b", "c"]
+    assert rows == [{"a": "1", "b": "2", "c": ""}, {"a": "3", "b": "", "c": "4"}]
 
 
 def test_matmul_peak_and_machine_description():
