@@ -82,9 +82,8 @@ def run_sampler(model, tok, prompts, args) -> float:
         from grpo_lib.qwen2 import Qwen2, decode_static
 
         model = Qwen2.from_transformers(model, share_weights=True)
-        decode_fn = decode_fast if args.engine == "fast" else decode_static
-        if args.engine == "fast" and not args.cuda_graph:
-            decode_fn = functools.partial(decode_fast, cuda_graph=False)
+        decode_fn = (functools.partial(decode_fast, cuda_graph=args.cuda_graph)
+                     if args.engine == "fast" else decode_static)
     sync(args.device)
     start = time.perf_counter()
     generate(model, tok, prompts, num_generations=args.G,

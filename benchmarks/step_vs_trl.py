@@ -223,7 +223,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     load_before = round(os.getloadavg()[0], 2)  # ~0 on an idle machine
 
-    from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_model
+    from grpo_lib.models import build_tokenizer, load_model_and_tokenizer
     from grpo_lib.sampling import tokenize_prompts
     from grpo_lib.tasks import load_task_split
 
@@ -231,14 +231,11 @@ def main(argv=None):
     if args.model:
         model, tokenizer = load_model_and_tokenizer(args.model, device=device)
         name = args.model
-    elif args.shape:
+    else:  # random weights; the default name is the one the committed rows carry
         tokenizer = build_tokenizer()
-        model = shape_model(tokenizer, args.shape).to(device)
-        name = f"random Qwen2 of the {args.shape} shape"
-    else:
-        tokenizer = build_tokenizer()
-        model = random_model(tokenizer, size="tiny", seed=0).to(device)
-        name = "random tiny Qwen2"
+        model = shape_model(tokenizer, args.shape or "tiny").to(device)
+        name = (f"random Qwen2 of the {args.shape} shape" if args.shape
+                else "random tiny Qwen2")
     dtype = getattr(torch, args.dtype)
     model = model.to(dtype)
     n = args.prompts * (args.warmup + args.steps)
