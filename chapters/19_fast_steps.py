@@ -46,6 +46,7 @@ from grpo_lib.display import print_environment
 print_environment()
 
 # %%
+import copy
 import functools
 import tempfile
 import time
@@ -59,8 +60,8 @@ from IPython.display import display
 
 from grpo_lib.display import say, show_source
 from grpo_lib.evaluation import score_groups
-from grpo_lib.fast_decode import (decode_fast, decode_step, fuse_weights,
-                                  prefill_once, rotate_half_matrix,
+from grpo_lib.fast_decode import (Projection, decode_fast, decode_step, fuse_weights,
+                                  pack_for_rows, prefill_once, rotate_half_matrix,
                                   sample_inverse_cdf)
 from grpo_lib.graph_decode import decode_graphed, graph_step
 from grpo_lib.logprobs import sequence_logprobs
@@ -163,10 +164,10 @@ loops = {"transformers": (hf, None), "scratch": (ours, decode_static),
 few = prompts[:2]
 calls = {name: decode_step_ops(model, tok, few, fn) for name, (model, fn)
          in loops.items()}
-ops = pd.DataFrame({name: {"aten calls per decode step": sum(c.values()),
+PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "mkldnn::_linear_pointwise")
+ops = pd.DataFrame({name: {"operator calls per decode step": sum(c.values()),
                            "matrix products": sum(v for k, v in c.items()
-                                                  if k in ("aten::mm", "aten::addmm",
-                                                           "aten::bmm"))}
+                                                  if k in PRODUCTS)}
                     for name, c in calls.items()}).T
 ops
 
@@ -200,8 +201,8 @@ overhead = step_ms.iloc[:, 0] / step_ms.iloc[:, 1]
 say(f"With the `transformers` model a decode step costs "
     f"{step_ms.iloc[0, 0]:.2f} ms on one row and {step_ms.iloc[0, 1]:.2f} ms on 64: "
     f"the calls alone are {overhead.iloc[0]:.0%} of the 64-row step. The fast step "
-    f"makes {ops.loc['fast', 'aten calls per decode step']:.0f} calls instead of "
-    f"{ops.loc['transformers', 'aten calls per decode step']:.0f} and costs "
+    f"makes {ops.loc['fast', 'operator calls per decode step']:.0f} calls instead of "
+    f"{ops.loc['transformers', 'operator calls per decode step']:.0f} and costs "
     f"{step_ms.loc['fast'].iloc[0]:.2f} ms on one row, "
     f"{step_ms.loc['fast'].iloc[1]:.2f} ms on 64.")
 
@@ -224,10 +225,12 @@ say(f"With the `transformers` model a decode step costs "
 show_source(fuse_weights)
 
 # %% [markdown]
-# A step is then the layer of chapter 16 written with those matrices. Each residual is
-# added inside the matrix product that produces it (`addmm(x, a, W)` is $x + aW$).
-# RoPE's angles come from a table indexed by position, and the one new query of each
-# row attends to the cache through two batched matrix products:
+# A step is then the layer of chapter 16 written with those matrices. Each matrix sits
+# in a `Projection`, which adds the bias or the residual inside the product that
+# produces it (`addmm(x, a, W)` is $x + aW$; on a CPU it takes another route, which
+# {ref}`ch19-what-is-left` explains). RoPE's angles come from a table indexed by
+# position, and the one new query of each row attends to the cache through two
+# batched matrix products:
 
 # %%
 show_source(decode_step, start="for i, w in enumerate(layers)", end="return x @")
@@ -377,6 +380,41 @@ print(f"forward + backward: {1e3 * t_usual:.0f} ms usual, {1e3 * t_shared:.0f} m
       f"with the prompt once")
 
 # %% [markdown]
+# `attend` is torch's fused attention kernel, as in `transformers`, with one
+# exception. In bfloat16 on a CPU, `group_logprobs` takes chapter 16's formula
+# instead (`grouped_query_attention`, its softmax in float32), because there the fused
+# kernel's backward pass is slow. The same forward and backward on a bfloat16 copy of
+# the model, with each attention:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+half = copy.deepcopy(hf).to(torch.bfloat16)
+
+
+def bf16_seconds(attention):
+    def once():
+        half.zero_grad()
+        start = time.perf_counter()
+        group_logprobs(half, gp_ids, gp_mask, c_ids, c_mask,
+                       attention=attention).float().sum().backward()
+        return time.perf_counter() - start
+
+    once()  # warm-up
+    return min(once() for _ in range(3))
+
+
+bf16_attention = pd.Series({name: 1e3 * bf16_seconds(name)
+                            for name in ("sdpa", "eager")},
+                           name="forward + backward, bfloat16 (ms)")
+bf16_attention.to_frame()
+
+# %%
+say(f"Here the formula takes {bf16_attention['eager']:.0f} ms and the fused kernel "
+    f"{bf16_attention['sdpa']:.0f} ms, so the default is "
+    + ("the faster one." if bf16_attention["eager"] < bf16_attention["sdpa"] else
+       "the slower one on this machine: pass `attention=\"sdpa\"` to change it."))
+
+# %% [markdown]
 # (ch19-before-after)=
 # ## Before and after
 #
@@ -482,17 +520,20 @@ step_table
 # %% [markdown]
 # TRL's `GRPOTrainer` on the same step is measured by `benchmarks/step_vs_trl.py`, in
 # one process with ours, and stored in `benchmarks/results/step_vs_trl.csv`. Its
-# latest float32 CPU row with the fast rollout and the prompt once:
+# latest CPU rows with the fast rollout and the prompt once, in float32 and in
+# bfloat16 (TRL with `bf16=True`), each against the floor in its own dtype:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 bench = pd.read_csv(REPO / "benchmarks" / "results" / "step_vs_trl.csv")
-latest = bench[(bench["device"] == "cpu") & (bench["dtype"] == "float32")
-               & (bench["engine"] == "fast")].iloc[-1]
-print(f"{latest['date']} UTC, {latest['machine']}, {latest['threads']} threads: "
-      f"grpo_lib {latest['ours_s']:.3f} s/step, TRL {latest['trl_s']:.3f} s/step "
-      f"({latest['trl_over_ours']:.2f}x), floor {latest['floor_s']:.3f} s, "
-      f"ours / floor {latest['ours_over_floor']:.2f}x")
+for dtype in ("float32", "bfloat16"):
+    latest = bench[(bench["device"] == "cpu") & (bench["dtype"] == dtype)
+                   & (bench["engine"] == "fast")].iloc[-1]
+    print(f"{dtype}: {latest['date']} UTC, {latest['machine']}, bfloat16 hardware "
+          f"{latest['bf16_hardware']}, {latest['threads']} threads: grpo_lib "
+          f"{latest['ours_s']:.3f} s/step, TRL {latest['trl_s']:.3f} s/step "
+          f"({latest['trl_over_ours']:.2f}x), floor {latest['floor_s']:.3f} s, "
+          f"ours / floor {latest['ours_over_floor']:.2f}x")
 
 # %%
 first, last = step_table.iloc[0], step_table.iloc[-1]
@@ -509,18 +550,28 @@ say(f"Here the step went from {first['step (s)']:.3f} s with the `transformers` 
     f"its draw.")
 
 # %% [markdown]
+# (ch19-what-is-left)=
+# ### What is left
+#
 # What is left between the step and its floor? The floor assumes every product runs
 # at the rate of a 1024 × 1024 matmul. The matrices of a decode step are far smaller,
-# and small products run slower:
+# and small products run slower. A matrix library can claw some of it back when it
+# knows the shapes in advance: oneDNN, which PyTorch ships on CPUs, copies a weight
+# into a blocked layout for a given number of rows once, and then multiplies by it
+# faster. `torch.compile` does that to a CPU model's weights; the fast step does it
+# by hand, once per rollout (`pack_for_rows`), because the weights change after
+# every update. The rate of each product, and of the decode step's largest one with
+# its weight packed:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-def matmul_rate(m, k, n, repeats=50):
+def matmul_rate(m, k, n, packed=False, repeats=50):
     a, b = torch.randn(m, k), torch.randn(k, n)
-    a @ b
+    product = Projection(b, packed=pack_for_rows(b, m) if packed else None)
+    product(a)
     start = time.perf_counter()
     for _ in range(repeats):
-        a @ b
+        product(a)
     return 2 * m * k * n * repeats / (time.perf_counter() - start)
 
 
@@ -528,6 +579,7 @@ D, F_ = s.hidden_size, s.intermediate_size
 shapes = {"decode: 64 rows x gate/up": (64, D, 2 * F_),
           "decode: 64 rows x output layer": (64, D, s.vocab_size),
           "update: 16 x 87 rows x gate/up": (16 * 87, D, 2 * F_),
+          "decode: 64 rows x gate/up, packed": (64, D, 2 * F_, True),
           "peak: 1024 x 1024": (1024, 1024, 1024)}
 rates = pd.Series({name: matmul_rate(*shape) / 1e9 for name, shape in shapes.items()},
                   name="GFLOP/s")
@@ -535,8 +587,18 @@ rates.to_frame()
 
 # %%
 share = rates / rates.iloc[-1]
+packed_ok = pack_for_rows(torch.randn(D, 2 * F_), 64) is not None
+decode_pct = sorted({round(100 * v) for v in share.iloc[:2]})  # one value if equal
 say(f"The update's products run at {share.iloc[2]:.0%} of the peak, a decode step's at "
-    f"{share.iloc[:2].min():.0%}-{share.iloc[:2].max():.0%}.")
+    f"{'-'.join(f'{p}%' for p in decode_pct)}. "
+    + (f"Packed, the gate/up product runs at {rates.iloc[3]:.0f} GFLOP/s, "
+       f"{rates.iloc[3] / rates.iloc[0]:.1f} times its unpacked rate"
+       + (", faster than the 1024 × 1024 product the floor is computed from. So on "
+          "this CPU that product is not the fastest PyTorch can multiply, and the "
+          "float32 floor above is one for `torch.matmul`, not for the machine"
+          if share.iloc[3] > 1 else "")
+       + ". The fast step packs every matrix of a float32 rollout on a CPU."
+       if packed_ok else "This torch has no oneDNN, so nothing is packed here."))
 
 # %% [markdown]
 # Each decode step also reads the whole key/value cache of every layer, a cost that
@@ -915,8 +977,9 @@ say(f"The from-scratch rollout took {before.loc['scratch', 'ours_gen_s']:.3f} s 
 # - the attention reads all $P + N$ columns of the cache, and the bias hides the ones
 #   not yet written (`decode_step` with a tensor column), so no shape depends on the
 #   step;
-# - the draw reads its uniform numbers $u$ from a buffer that the seeded generator
-#   fills before each replay, the same numbers `sample_inverse_cdf` would draw;
+# - the draw is `sample_inverse_cdf` handed its uniform numbers $u$ from a buffer
+#   that the seeded generator fills before each replay, the numbers it would have
+#   drawn itself;
 # - the chosen tokens, the alive mask and the log-probs go into `[b, N]` buffers at
 #   the step's column.
 #
@@ -1062,6 +1125,10 @@ say(f"The fast rollout cut the steps' time from "
 #   remove most of them without changing the function.
 # - A group's $G$ completions share their prompt. Computing it once is exact, in the
 #   prefill and in the update.
+# - The same product can run at very different rates depending on the library behind
+#   it and the layout of its weight. Measure the products of your own shapes: here
+#   oneDNN with packed weights beat `torch.matmul`, and in bfloat16 the formula's
+#   attention beat the fused kernel in the backward pass.
 # - A sampler and a trainer never compute exactly the same log-probs. Measure the gap
 #   before correcting for it: here the importance weights that TRL applies for it
 #   stay within a few percent of 1, even with a bfloat16 sampler.

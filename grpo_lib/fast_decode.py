@@ -10,7 +10,9 @@ with about 25 calls per layer:
 
 - **fused projections**: the query, key and value weights stacked into one matrix (one
   ``addmm`` with the bias), gate and up into one, and each residual added inside the
-  projection that produces it (``addmm(x, a, W)`` is :math:`x + aW`);
+  projection that produces it (``addmm(x, a, W)`` is :math:`x + aW`); on a CPU in
+  float32 each matrix is copied once per rollout into oneDNN's blocked layout for the
+  rollout's row count (:func:`pack_for_rows`), which small products need to run fast;
 - **the attention scale folded into the query weights**: RoPE is a rotation, linear,
   so :math:`\mathrm{RoPE}(q/\sqrt d)\cdot k = (\mathrm{RoPE}(q)\cdot k)/\sqrt d`;
 - **RoPE from a table** computed once per rollout, with ``rotate_half`` folded into
@@ -41,10 +43,44 @@ from torch import Tensor
 from .qwen2 import Qwen2, StaticKVCache, rope_cos_sin
 from .sampling import Rollout, generate, next_token, top_p_filter
 
-__all__ = ["FusedLayer", "fuse_weights", "rotate_half_matrix", "sample_inverse_cdf",
+__all__ = ["pack_for_rows", "Projection", "FusedLayer", "fuse_weights",
+           "rotate_half_matrix", "sample_inverse_cdf",
            "inverse_cdf_token", "decode_step", "write_column", "prefill_once",
            "FAST_SAMPLERS", "DecodeStart", "start_decode", "decode_fast",
            "generate_fast"]
+
+
+def pack_for_rows(weight: Tensor, rows: int) -> Tensor | None:
+    """oneDNN's blocked copy of ``weight`` ``[K, N]`` for products with ``rows`` rows,
+    or None where it does not apply (a GPU, a dtype other than float32, a torch
+    without oneDNN). This is the weight prepacking ``torch.compile`` does on a CPU;
+    at the decode step's shapes it makes the products faster (``benchmarks/README.md``)
+    with float32 results equal to ``torch.addmm``'s to round-off."""
+    if (weight.device.type != "cpu" or weight.dtype != torch.float32
+            or not torch.backends.mkldnn.is_available()):
+        return None
+    try:
+        return torch.ops.mkldnn._reorder_linear_weight(weight.t().contiguous(), rows)
+    except (AttributeError, RuntimeError):  # a torch built without the op
+        return None
+
+
+@dataclass
+class Projection:
+    """``x W + b``, plus a residual when given, with ``W`` ``[K, N]``: one ``addmm``,
+    or one oneDNN call on :func:`pack_for_rows`' copy of ``W`` when there is one."""
+
+    weight: Tensor  # [K, N]
+    bias: Tensor | None = None  # [N]
+    packed: Tensor | None = None  # [N, K] in oneDNN's blocked layout
+
+    def __call__(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
+        if self.packed is not None:
+            y = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none",
+                                                   [], "")  # [B, N]
+            return y if residual is None else y + residual
+        add = self.bias if residual is None else residual  # never both in this file
+        return x @ self.weight if add is None else torch.addmm(add, x, self.weight)
 
 
 @dataclass
@@ -52,18 +88,23 @@ class FusedLayer:
     """One decoder layer's weights in the fast step's layout (``x @ W`` shapes)."""
 
     input_norm: Tensor  # [D]
-    w_qkv: Tensor  # [D, (2H + 3H_kv) d]: q, k, v, rotate_half(q), rotate_half(k)
-    b_qkv: Tensor  # [(2H + 3H_kv) d]; query columns scaled by 1 / sqrt(d)
-    w_o: Tensor  # [H d, D]
+    qkv: Projection  # [D, (2H + 3H_kv) d]: q, k, v, rotate_half(q), rotate_half(k)
+    o: Projection  # [H d, D]
     post_norm: Tensor  # [D]
-    w_gate_up: Tensor  # [D, 2 F]
-    w_down: Tensor  # [F, D]
+    gate_up: Projection  # [D, 2 F]
+    down: Projection  # [F, D]
 
 
-def fuse_weights(model: Qwen2) -> list[FusedLayer]:
-    """Copy each layer's weights of ``model`` into the :class:`FusedLayer` layout."""
+def fuse_weights(model: Qwen2, rows: int | None = None) -> list[FusedLayer]:
+    """Copy each layer's weights of ``model`` into the :class:`FusedLayer` layout (for
+    ``rows`` rows a step, packed by :func:`pack_for_rows` where it applies)."""
     s = model.settings
     scale, d = s.head_dim ** -0.5, s.head_dim
+
+    def proj(weight, bias=None):  # weight [N, K] as nn.Linear stores it
+        w = weight.t().contiguous()  # [K, N]
+        return Projection(w, bias, None if rows is None else pack_for_rows(w, rows))
+
     layers = []
     with torch.no_grad():
         for layer in model.model.layers:
@@ -77,10 +118,9 @@ def fuse_weights(model: Qwen2) -> list[FusedLayer]:
             b_qkv = torch.cat([b_qk, a.v_proj.bias, b_rot])
             w_gate_up = torch.cat([m.gate_proj.weight, m.up_proj.weight])  # [2F, D]
             layers.append(FusedLayer(
-                layer.input_layernorm.weight.detach(), w_qkv.t().contiguous(), b_qkv,
-                a.o_proj.weight.t().contiguous(),
-                layer.post_attention_layernorm.weight.detach(),
-                w_gate_up.t().contiguous(), m.down_proj.weight.t().contiguous()))
+                layer.input_layernorm.weight.detach(), proj(w_qkv, b_qkv),
+                proj(a.o_proj.weight), layer.post_attention_layernorm.weight.detach(),
+                proj(w_gate_up), proj(m.down_proj.weight)))
     return layers
 
 
@@ -95,7 +135,8 @@ def rotate_half_matrix(d: int, dtype=torch.float32, device=None) -> Tensor:
 
 
 def sample_inverse_cdf(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0,
-                       generator: torch.Generator | None = None) -> Tensor:
+                       generator: torch.Generator | None = None,
+                       u: Tensor | None = None) -> Tensor:
     r"""Draw one token per row of ``logits`` ``[B, V]`` from
     :math:`\mathrm{softmax}(z / \tau)` (restricted to the top-p nucleus) by inverting
     its cumulative distribution:
@@ -104,14 +145,16 @@ def sample_inverse_cdf(logits: Tensor, temperature: float = 1.0, top_p: float = 
               \quad u \sim \mathcal{U}[0, F_V)
 
     so token :math:`v` is drawn with probability :math:`F_v - F_{v-1} = p_v`. One
-    uniform number per row. Returns ``[B]``.
+    uniform number per row, drawn from ``generator`` unless given as ``u`` ``[B]``.
+    Returns ``[B]``.
     """
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0 to sample, got {temperature!r}; "
                          "for greedy decoding take logits.argmax(-1).")
     logits = top_p_filter(logits.float() / temperature, top_p)  # [B, V]
     cdf = logits.softmax(dim=-1).cumsum(dim=-1)  # [B, V]
-    u = torch.rand(cdf.shape[0], generator=generator, device=cdf.device)  # [B]
+    if u is None:
+        u = torch.rand(cdf.shape[0], generator=generator, device=cdf.device)  # [B]
     return inverse_cdf_token(cdf, u)
 
 
@@ -141,7 +184,7 @@ def decode_step(model: Qwen2, layers: list[FusedLayer], token: Tensor,
     mask = bias[:, None, None, :S]  # [B, 1, 1, S]
     for i, w in enumerate(layers):
         h = F.rms_norm(x, (D,), w.input_norm, eps)  # [B, D]
-        qkv = torch.addmm(w.b_qkv, h, w.w_qkv)  # [B, (2H + 3H_kv) d]
+        qkv = w.qkv(h)  # [B, (2H + 3H_kv) d]
         qk = qkv[:, :(H + H_kv) * d].view(B, H + H_kv, d)  # queries and keys
         rotated = qkv[:, (H + 2 * H_kv) * d:].view(B, H + H_kv, d)  # rotate_half(qk)
         qk = torch.addcmul(qk * cos, rotated, sin)  # RoPE, [B, H + H_kv, d]
@@ -152,9 +195,9 @@ def decode_step(model: Qwen2, layers: list[FusedLayer], token: Tensor,
         keys = cache.keys[i][:, :, :S]  # [B, H_kv, S, d]
         scores = torch.softmax(q @ keys.transpose(-1, -2) + mask, dim=-1)
         out = scores @ cache.values[i][:, :, :S]  # [B, H_kv, H/H_kv, d]
-        x = torch.addmm(x, out.view(B, H * d), w.w_o)  # [B, D] residual inside
-        gate, up = (F.rms_norm(x, (D,), w.post_norm, eps) @ w.w_gate_up).chunk(2, -1)
-        x = torch.addmm(x, F.silu(gate) * up, w.w_down)  # [B, D]
+        x = w.o(out.view(B, H * d), residual=x)  # [B, D]
+        gate, up = w.gate_up(F.rms_norm(x, (D,), w.post_norm, eps)).chunk(2, -1)
+        x = w.down(F.silu(gate) * up, residual=x)  # [B, D]
     x = F.rms_norm(x, (D,), model.model.norm.weight, eps)  # [B, D]
     head = model.model.embed_tokens if model.lm_head is None else model.lm_head
     return x @ head.weight.t()  # [B, V]
@@ -225,8 +268,8 @@ def start_decode(model: Qwen2, ids: Tensor, mask: Tensor,
     cos_table, sin_table = rope_cos_sin(table[None], s.head_dim, s.rope_theta, dtype)
     bias = torch.full((b, width), torch.finfo(dtype).min, dtype=dtype, device=device)
     bias[:, :P].masked_fill_(mask.bool(), 0.0)  # [b, width]: prompt tokens readable
-    return DecodeStart(logits, cache, fuse_weights(model), cos_table, sin_table, bias,
-                       positions[:, -1])
+    return DecodeStart(logits, cache, fuse_weights(model, rows=b), cos_table,
+                       sin_table, bias, positions[:, -1])
 
 
 def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,

@@ -35,9 +35,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .fast_decode import DecodeStart, decode_step, inverse_cdf_token, start_decode
+from .fast_decode import DecodeStart, decode_step, sample_inverse_cdf, start_decode
 from .qwen2 import Qwen2
-from .sampling import top_p_filter
 
 __all__ = ["StepBuffers", "graph_step", "decode_graphed"]
 
@@ -63,14 +62,13 @@ def graph_step(model: Qwen2, start: DecodeStart, buf: StepBuffers, stop: Tensor,
     """One decode step on ``buf``, in place: choose each row's token from
     ``buf.logits``, record it, and compute the logits after it. Every index is a
     tensor on the device and every shape fixed, so a CUDA graph can replay it."""
-    z = buf.logits.float() / tau  # [b, V]
     if greedy:
-        token = z.argmax(dim=-1)  # [b]
-    else:
-        cdf = top_p_filter(z, top_p).softmax(dim=-1).cumsum(dim=-1)  # [b, V]
-        token = inverse_cdf_token(cdf, buf.u)  # [b]
+        token = buf.logits.argmax(dim=-1)  # [b]
+    else:  # the uniform numbers were drawn into buf.u before the replay
+        token = sample_inverse_cdf(buf.logits, tau, top_p, u=buf.u)  # [b]
     token = torch.where(buf.finished, pad_id, token)
-    logp = torch.log_softmax(z, dim=-1).gather(1, token[:, None])  # [b, 1]
+    logp = torch.log_softmax(buf.logits.float() / tau, dim=-1)  # [b, V]
+    logp = logp.gather(1, token[:, None])  # [b, 1]
     buf.tokens.index_copy_(1, buf.step, token[:, None])
     buf.alive.index_copy_(1, buf.step, ~buf.finished[:, None])
     buf.logprobs.index_copy_(1, buf.step, logp)

@@ -30,8 +30,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .logprobs import entropy_from_logits, selective_log_softmax
-from .qwen2 import (Qwen2, Qwen2Settings, attention_allowed, rms_norm, rope_cos_sin,
-                    rotate_half, sdpa_attention)
+from .qwen2 import (ATTENTION_FUNCTIONS, Qwen2, Qwen2Settings, attention_allowed,
+                    rms_norm, rope_cos_sin, rotate_half)
 
 __all__ = ["group_logprobs", "prompt_share"]
 
@@ -56,7 +56,8 @@ def rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 def group_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor,
                    completion_ids: Tensor, completion_mask: Tensor,
-                   temperature: float = 1.0, return_entropy: bool = False):
+                   temperature: float = 1.0, return_entropy: bool = False,
+                   attention: str | None = None):
     """Per-token log-probs ``[N G, C]`` of the completions, as
     :func:`grpo_lib.logprobs.sequence_logprobs` returns them, from one prompt row per
     group.
@@ -65,6 +66,11 @@ def group_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor,
     ``completion_ids, completion_mask``: ``[N G, C]``, group-major (rows
     ``gG .. gG + G - 1`` continue prompt ``g``). Returns ``logp`` (0 where the mask is
     0), or ``(logp, entropy)``.
+
+    ``attention``: ``"sdpa"`` (torch's fused kernel) or ``"eager"`` (the formula,
+    :func:`grpo_lib.qwen2.grouped_query_attention`); by default the fused kernel,
+    except in bfloat16 on a CPU, where its backward pass is several times slower than
+    the formula's at this book's sizes (chapter 19 measures it).
     """
     (N, P), (rows, C) = prompt_ids.shape, completion_ids.shape
     if N == 0 or rows % N:
@@ -75,6 +81,9 @@ def group_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor,
                          "token that predicts the first completion token.")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature!r}.")
+    if attention not in (None, *ATTENTION_FUNCTIONS):
+        raise ValueError(f"attention={attention!r}; choose one of "
+                         f"{sorted(ATTENTION_FUNCTIONS)}.")
     s, G, body = _settings(model), rows // N, model.model
     d, eps = s.head_dim, s.rms_norm_eps
     prompt_mask, completion_mask = prompt_mask.long(), completion_mask.long()
@@ -92,6 +101,9 @@ def group_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor,
     # every token of the batch once, the prompts' first: T = N P + N G C rows
     x = body.embed_tokens(torch.cat([prompt_ids.flatten(), completion_ids.flatten()]))
     NP = N * P
+    if attention is None:
+        attention = "eager" if x.dtype == torch.bfloat16 and x.is_cpu else "sdpa"
+    attend = ATTENTION_FUNCTIONS[attention]
     for layer in body.layers:
         a, m = layer.self_attn, layer.mlp
         h = rms_norm(x, layer.input_layernorm.weight, eps)  # [T, D]
@@ -101,10 +113,10 @@ def group_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor,
         q_p, k_p, v_p = (t[:NP].view(N, P, -1, d).transpose(1, 2) for t in (q, k, v))
         q_c, k_c, v_c = (t[NP:].view(rows, C, -1, d).transpose(1, 2)
                          for t in (q, k, v))  # [N G, heads, C, d]
-        out_p = sdpa_attention(q_p, k_p, v_p, allowed_p)  # [N, H, P, d]
+        out_p = attend(q_p, k_p, v_p, allowed_p)  # [N, H, P, d]
         k_all = torch.cat([k_p.repeat_interleave(G, 0), k_c], 2)  # [N G, H_kv, P+C, d]
         v_all = torch.cat([v_p.repeat_interleave(G, 0), v_c], 2)
-        out_c = sdpa_attention(q_c, k_all, v_all, allowed_c)  # [N G, H, C, d]
+        out_c = attend(q_c, k_all, v_all, allowed_c)  # [N G, H, C, d]
         out = torch.cat([out_p.transpose(1, 2).reshape(NP, -1),
                          out_c.transpose(1, 2).reshape(rows * C, -1)])  # [T, H d]
         x = x + a.o_proj(out)

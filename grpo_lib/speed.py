@@ -104,8 +104,9 @@ def _quiet_stderr():
 
 
 def decode_step_ops(model, tokenizer, prompts, decode_fn, new: int = 8) -> dict:
-    """aten calls per decode step, by operator: the calls of a rollout of
-    ``new + 16`` tokens minus those of one of ``new`` tokens, divided by 16
+    """Operator calls per decode step, by operator (PyTorch's ``aten`` ones and
+    oneDNN's packed products, ``mkldnn``): the calls of a rollout of ``new + 16``
+    tokens minus those of one of ``new`` tokens, divided by 16
     (``grpo_lib.sampling.generate`` with ``decode_fn``, 2 completions per prompt)."""
     from .sampling import generate
 
@@ -113,7 +114,8 @@ def decode_step_ops(model, tokenizer, prompts, decode_fn, new: int = 8) -> dict:
         with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
             generate(model, tokenizer, prompts, num_generations=2, max_new_tokens=n,
                      seed=0, ignore_eos=True, decode_fn=decode_fn)
-        return {e.key: e.count for e in prof.key_averages() if e.key.startswith("aten")}
+        return {e.key: e.count for e in prof.key_averages()
+                if e.key.startswith(("aten::", "mkldnn::"))}
 
     short, long = counts(new), counts(new + 16)
     return {k: (long[k] - short.get(k, 0)) / 16 for k in long}

@@ -22,9 +22,9 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from grpo_lib.fast_decode import (decode_fast, decode_step, fuse_weights,
-                                  generate_fast, prefill_once, rotate_half_matrix,
-                                  sample_inverse_cdf)
+from grpo_lib.fast_decode import (Projection, decode_fast, decode_step, fuse_weights,
+                                  generate_fast, pack_for_rows, prefill_once,
+                                  rotate_half_matrix, sample_inverse_cdf)
 from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_model
 from grpo_lib.qwen2 import Qwen2, StaticKVCache, load_qwen2, rope_cos_sin, rotate_half
 from grpo_lib.sampling import generate, resolve_stop_token_ids, tokenize_prompts
@@ -65,10 +65,12 @@ def _padded(tok, prompts, extra, vocab):
     return ids, mask, tail
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["addmm", "packed"])
 @pytest.mark.parametrize("name", ["tiny", "small", "untied"])
-def test_decode_steps_give_the_full_forward_logits(name, prompts):
+def test_decode_steps_give_the_full_forward_logits(name, packed, prompts):
     """Prefill the prompts, then 8 tokens through decode_step: every step's logits
-    equal a full forward pass over the whole sequence to round-off."""
+    equal a full forward pass over the whole sequence to round-off (with the weights
+    as plain matrices, and packed for the batch's rows where oneDNN is there)."""
     tok = build_tokenizer()
     model = _untied_model() if name == "untied" else load_qwen2(CHECKPOINTS[name])
     s, extra = model.settings, 8
@@ -83,7 +85,7 @@ def test_decode_steps_give_the_full_forward_logits(name, prompts):
         expected = model(full_ids, full_mask, positions)[:, P:]  # [B, extra, V]
         cache = StaticKVCache(s, B, width)
         model(ids, mask, positions[:, :P], cache=cache)
-        layers = fuse_weights(model)
+        layers = fuse_weights(model, rows=B if packed else None)
         cos, sin = rope_cos_sin(positions, s.head_dim, s.rope_theta, torch.float32)
         bias = torch.full((B, width), torch.finfo(torch.float32).min)
         bias[:, :P].masked_fill_(mask.bool(), 0.0)
@@ -95,6 +97,27 @@ def test_decode_steps_give_the_full_forward_logits(name, prompts):
                                    sin[:, col, None], bias, cache))
     gap = (torch.stack(got, dim=1) - expected).abs().max().item()
     assert gap <= 5e-5, f"{name}: decode_step logits differ by {gap:.2e}"
+
+
+def test_packed_projection_is_addmm():
+    """A Projection with a oneDNN-packed weight computes torch.addmm's product (to
+    float32 round-off), with and without bias and residual, for the rows it was
+    packed for and for fewer; where packing does not apply there is no copy."""
+    gen = torch.Generator().manual_seed(0)
+    weight, bias = torch.randn(128, 96, generator=gen), torch.randn(96, generator=gen)
+    packed = pack_for_rows(weight, 8)
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN")
+    assert packed is not None
+    for rows in (8, 3):
+        x = torch.randn(rows, 128, generator=gen)
+        residual = torch.randn(rows, 96, generator=gen)
+        for b, r in ((bias, None), (None, residual), (None, None)):
+            plain = Projection(weight, b)(x, residual=r)
+            fast = Projection(weight, b, packed)(x, residual=r)
+            assert fast.shape == plain.shape
+            assert (fast - plain).abs().max() <= 1e-5 * plain.abs().max()
+    assert pack_for_rows(weight.to(torch.bfloat16), 8) is None
 
 
 def test_prefill_once_per_distinct_prompt(prompts):

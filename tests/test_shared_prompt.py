@@ -149,3 +149,28 @@ def test_config_needs_whole_groups_per_micro_batch():
                    share_group_prompt=True).validate()
     GRPOConfig(per_step_prompts=4, num_generations=8, micro_batch_size=16,
                share_group_prompt=True).validate()
+
+
+def test_bfloat16_on_a_cpu_attends_by_the_formula():
+    """By default the attention is torch's fused kernel in float32 and qwen2's formula
+    in bfloat16 on a CPU (the fused kernel is slow there); the bfloat16 log-probs are
+    as close to float32's as those of the usual bfloat16 forward (transformers' fused
+    kernel); a bad choice is refused."""
+    model = load_model_and_tokenizer(TINY)[0]
+    batch = _batch()
+    reference = group_logprobs(model, *batch)
+    assert torch.equal(reference, group_logprobs(model, *batch, attention="sdpa"))
+    assert (reference - group_logprobs(model, *batch, attention="eager")).abs().max() \
+        <= 5e-5
+    half = model.to(torch.bfloat16)
+    shared = group_logprobs(half, *batch)
+    assert torch.equal(shared, group_logprobs(half, *batch, attention="eager"))
+    prompt, prompt_mask, completion, mask = batch
+    usual = sequence_logprobs(half, prompt.repeat_interleave(G, 0),
+                              prompt_mask.repeat_interleave(G, 0), completion, mask)
+    gap = (shared.float() - reference).abs()
+    usual_gap = (usual.float() - reference).abs()
+    assert 0 < gap.max() <= 1.5 * usual_gap.max()
+    assert gap.mean() <= 1.5 * usual_gap.mean()
+    with pytest.raises(ValueError, match="attention='flash'"):
+        group_logprobs(model, *batch, attention="flash")
