@@ -45,10 +45,11 @@ for graph in --cuda-graph --no-cuda-graph; do
     step "sampler $shape $graph" 120 "${SAMPLER[@]}" --shape "$shape" "$graph"
   done
 done
-step "step tiny" 120 "$PY" benchmarks/step_vs_trl.py --dtype bfloat16 --csv "$T"
+step "step tiny" 120 "$PY" benchmarks/step_vs_trl.py --dtype bfloat16 --csv "$T" \
+  --sampler inverse_cdf
 step "step small" 150 "$PY" benchmarks/step_vs_trl.py --dtype bfloat16 --csv "$T" \
-  --shape small
+  --shape small --sampler inverse_cdf
 step "recipe step qwen2.5-0.5b" 180 "$PY" benchmarks/step_vs_trl.py --dtype bfloat16 \
   --shape qwen2.5-0.5b --prompts 16 --G 8 --length 512 --micro-batch 16 --skip-trl \
-  --warmup 1 --steps 2 --csv "$T"
+  --warmup 1 --steps 2 --sampler inverse_cdf --csv "$T"
 echo "== done ($(date -u +%H:%M:%S))" | tee -a "$log"

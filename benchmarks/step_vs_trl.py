@@ -17,7 +17,9 @@ advantages, log-probs, backward, optimizer). Reported: the median over the steps
 Ours rolls out with ``--engine`` (default ``fast``: :mod:`grpo_lib.fast_decode`'s
 decode step over the policy's own weights; ``scratch``: the from-scratch Qwen2 of
 ``grpo_lib.qwen2`` with its static KV cache, the same tokens as ``transformers``;
-``transformers``: the policy itself). In the update ours computes each group's prompt
+``transformers``: the policy itself); the fast engine draws with ``--sampler``
+(default: the trainer's ``rollout_sampler``, ``multinomial``; ``inverse_cdf`` is the
+draw a CUDA graph replays). In the update ours computes each group's prompt
 once (``--share-prompt``, on by default; ``--no-share-prompt`` computes it G times, as
 TRL does): the same log-probs and gradients, (G-1)P/(G(P+C)) less work in the layers.
 ``--dtype bfloat16`` casts the model for ours and gives TRL ``bf16=True``.
@@ -86,6 +88,7 @@ def run_ours(model, tokenizer, prompts, args, out_dir):
         sample_every=0,
         seed=0,
         rollout_engine=args.engine,
+        **({"rollout_sampler": args.sampler} if args.sampler else {}),
         share_group_prompt=args.share_prompt,
     )
     ends = []
@@ -210,6 +213,10 @@ def main(argv=None):
     parser.add_argument("--engine", default="fast",
                         choices=["fast", "scratch", "transformers"],
                         help="ours: rollout_engine (default: the fast decode step)")
+    parser.add_argument("--sampler", default=None, choices=["multinomial", "inverse_cdf"],
+                        help="ours, fast engine: rollout_sampler (default: the "
+                             "trainer's, multinomial; inverse_cdf is the draw a CUDA "
+                             "graph replays)")
     parser.add_argument("--share-prompt", default=True, dest="share_prompt",
                         action=argparse.BooleanOptionalAction,
                         help="ours: compute each group's prompt once in the update "
@@ -260,6 +267,9 @@ def main(argv=None):
 
     params = sum(p.numel() for p in model.parameters())
     machine = machine_description()
+    from grpo_lib.trainer import GRPOConfig
+
+    sampler = args.sampler or GRPOConfig().rollout_sampler
     rows_per_step = args.prompts * args.G
     now = datetime.datetime.now(datetime.timezone.utc)
     pad = tokenizer.pad_token_id
@@ -268,7 +278,8 @@ def main(argv=None):
     peak = matmul_peak(dtype)
     floor = sum(flops) / peak
     print(f"model: {name} ({params / 1e6:.2f}M params, {args.dtype}) | device: "
-          f"{machine['device']} | ours rolls out with: {args.engine}, prompt once "
+          f"{machine['device']} | ours rolls out with: {args.engine}"
+          + (f" ({sampler} draw)" if args.engine == "fast" else "") + ", prompt once "
           f"per group in the update: {args.share_prompt}")
     print(f"machine: {machine['machine']}, {machine['cores']} cores, torch "
           f"{torch.__version__} ({machine['cpu_capability']}), "
@@ -326,7 +337,9 @@ def main(argv=None):
             "update_gflop": round(flops[1] / 1e9, 2),
             "peak_gflops": round(peak / 1e9, 1), "floor_s": round(floor, 4),
             "ours_over_floor": round(s0 / floor, 2), "torch": torch.__version__,
-            "cuda_graph": args.engine == "fast" and device == "cuda",
+            "sampler": sampler if args.engine == "fast" else "multinomial",
+            "cuda_graph": (args.engine == "fast" and device == "cuda"
+                           and sampler == "inverse_cdf"),
             "peak_gpu_gib": "" if peak_gib is None else round(peak_gib, 2),
             "transformers": transformers.__version__, "trl": trl_version,
         }

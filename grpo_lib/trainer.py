@@ -163,11 +163,11 @@ class GRPOConfig(YAMLConfig):
     """Model that samples: "transformers" (the policy), "scratch" (grpo_lib.qwen2
     over the policy's own weight tensors, static KV cache; same samples, faster) or
     "fast" (grpo_lib.fast_decode's step, replayed as a CUDA graph on a GPU)."""
-    rollout_sampler: str = "inverse_cdf"
-    """How the "fast" engine draws a token: "inverse_cdf" (one uniform number per row:
-    the same distribution from another random stream, fastest) or "multinomial"
-    (``torch.multinomial``, the standard path's draw: the same tokens as
-    rollout_engine="transformers" up to round-off)."""
+    rollout_sampler: str = "multinomial"
+    """How the "fast" engine draws a token: "multinomial" (``torch.multinomial``, the
+    standard path's draw: the transformers engine's tokens up to round-off) or
+    "inverse_cdf" (one ``torch.rand`` number per row, the draw a CUDA graph replays;
+    it trained chapter 7 to lower accuracy, chapter 19)."""
     dynamic_sampling: bool = False
     """DAPO: drop zero-variance groups and sample more prompts to refill the batch."""
     dynamic_sampling_max_rounds: int = 3
@@ -380,7 +380,7 @@ class GRPOConfig(YAMLConfig):
         if self.rollout_sampler not in FAST_SAMPLERS:
             bad(f"rollout_sampler={self.rollout_sampler!r}; choose one of "
                 f"{FAST_SAMPLERS}.")
-        elif self.rollout_sampler != "inverse_cdf" and self.rollout_engine != "fast":
+        elif self.rollout_sampler != "multinomial" and self.rollout_engine != "fast":
             bad(f"rollout_sampler={self.rollout_sampler!r} is read by "
                 f"rollout_engine='fast' only (got {self.rollout_engine!r}); the other "
                 f"engines always draw with torch.multinomial.")

@@ -11,7 +11,11 @@ here keeps all but one of them:
   prompt) with the inverse-CDF sampler in place of ``torch.multinomial``;
 * ``numerics``: the fast decode step with ``torch.multinomial`` in place of the
   inverse-CDF sampler, and no shared prompt: the trainer's own
-  ``rollout_sampler="multinomial"``, nothing patched.
+  ``rollout_sampler="multinomial"``, nothing patched;
+* ``exponential_u``: the whole fast path (fast decode step, inverse CDF, prompt once)
+  with the inverse CDF's uniform numbers made from ``torch.Tensor.exponential_``
+  (``u = 1 - exp(-E)`` with ``E`` exponential of rate 1: uniform on ``[0, 1)``),
+  the random source ``torch.multinomial``'s draw uses, instead of ``torch.rand``.
 
 Usage::
 
@@ -43,14 +47,30 @@ def inverse_cdf_next_token(logits, temperature=1.0, top_p=1.0, do_sample=True,
     return fast_decode.sample_inverse_cdf(logits, temperature, top_p, generator)
 
 
+def exponential_u_sampler(logits, temperature=1.0, top_p=1.0, generator=None, u=None):
+    """``fast_decode.sample_inverse_cdf`` with its uniform numbers from
+    ``exponential_``."""
+    if u is None:
+        e = torch.empty(logits.shape[0], device=logits.device)
+        u = -torch.expm1(-e.exponential_(1.0, generator=generator))  # [B] in [0, 1)
+    return _inverse_cdf(logits, temperature, top_p, generator, u=u)
+
+
+_inverse_cdf = fast_decode.sample_inverse_cdf
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("arm", choices=("sampler", "numerics"))
+    parser.add_argument("arm", choices=("sampler", "numerics", "exponential_u"))
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args(argv)
     if args.arm == "sampler":
         sampling.next_token = inverse_cdf_next_token  # decode_batch looks it up here
         overrides = ["rollout_engine=transformers", "share_group_prompt=false"]
+    elif args.arm == "exponential_u":
+        fast_decode.sample_inverse_cdf = exponential_u_sampler  # decode_fast's lookup
+        overrides = ["rollout_engine=fast", "rollout_sampler=inverse_cdf",
+                     "share_group_prompt=true"]
     else:
         overrides = ["rollout_engine=fast", "rollout_sampler=multinomial",
                      "share_group_prompt=false"]

@@ -219,7 +219,7 @@ def test_fast_engine_with_multinomial_trains_the_standard_run(tmp_path):
     refused."""
     tok = build_tokenizer()
     runs = {}
-    for engine, sampler in (("transformers", "inverse_cdf"), ("fast", "multinomial")):
+    for engine, sampler in (("transformers", "multinomial"), ("fast", "multinomial")):
         config = GRPOConfig(output_dir=str(tmp_path / engine), per_step_prompts=2,
                             num_generations=4, max_completion_length=12, max_steps=3,
                             learning_rate=3e-2, progress_bar=False, sample_every=0,
@@ -230,7 +230,8 @@ def test_fast_engine_with_multinomial_trains_the_standard_run(tmp_path):
     columns = [c for c in runs["fast"].columns if not c.startswith("time_")]
     pd.testing.assert_frame_equal(runs["fast"][columns], runs["transformers"][columns])
     with pytest.raises(ValueError, match="read by rollout_engine='fast' only"):
-        GRPOConfig(rollout_sampler="multinomial").validate()
+        GRPOConfig(rollout_sampler="inverse_cdf").validate()
+    assert GRPOConfig().rollout_sampler == "multinomial"
 
 
 def test_decode_fast_refuses_use_cache_false(prompts):
@@ -254,7 +255,7 @@ def test_fast_engine_trains_and_samples_with_the_latest_weights(tmp_path):
     assert len(metrics) == 3 and metrics["loss"].notna().all()
     sampler, decode_fn = trainer._rollout_model()
     assert decode_fn.func is decode_fast
-    assert decode_fn.keywords == {"sampler": "inverse_cdf"}
+    assert decode_fn.keywords == {"sampler": "multinomial"}  # the default draw
     prompts = [r["prompt"] for r in ROWS]
 
     def greedy(m, fn=None):

@@ -126,3 +126,15 @@ def test_fast_path_ablation_swaps_exactly_one_piece(monkeypatch):
         swapped = (sampling.next_token is ablation.inverse_cdf_next_token,
                    fast_decode.sample_inverse_cdf is not originals[1])
         assert swapped == ((True, False) if arm == "sampler" else (False, False))
+    # exponential_u: the whole fast path, its uniforms made from exponential_
+    monkeypatch.setattr(fast_decode, "sample_inverse_cdf", originals[1])
+    ablation.main(["exponential_u", "--set", "seed=3"])
+    assert seen["overrides"] == ["rollout_engine=fast", "rollout_sampler=inverse_cdf",
+                                 "share_group_prompt=true", "seed=3"]
+    assert fast_decode.sample_inverse_cdf is ablation.exponential_u_sampler
+    e = torch.empty(64).exponential_(1.0, generator=torch.Generator().manual_seed(1))
+    u = -torch.expm1(-e)
+    assert 0 <= u.min() and u.max() < 1
+    assert torch.equal(ablation.exponential_u_sampler(
+        logits, 0.8, 0.9, torch.Generator().manual_seed(1)),
+        originals[1](logits, 0.8, 0.9, u=u))
