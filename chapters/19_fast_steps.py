@@ -969,16 +969,22 @@ by_path.groupby("path", sort=False)["strict accuracy"].agg(
     ["count", "mean", "std", "min", "max"])
 
 # %%
+def seeds_line(label, acc, against):
+    """The range and mean of the final accuracies `acc`, how many fall inside the
+    standard path's range, and a permutation test against each run set in `against`."""
+    tests = "; ".join(f"against {name}, {permutation_p(other, acc):.3f}"
+                      for name, other in against.items())
+    return (f"{label} the fast path ends at {acc.min():.3f}–{acc.max():.3f} (mean "
+            f"{acc.mean():.3f}); {((acc >= low) & (acc <= high)).sum()} of its "
+            f"{len(acc)} seeds end inside the standard path's range and "
+            f"{(acc < low).sum()} below it. The share of 20,000 shuffles of the labels "
+            f"that put the means as far apart: {tests}.")
+
+
 mult_acc = multinomial["strict accuracy"].to_numpy()
-p_standard = permutation_p(standard_acc, mult_acc)
-p_inverse = permutation_p(fast_acc.to_numpy(), mult_acc)
-say(f"With the multinomial draw the fast path ends at {mult_acc.min():.3f}–"
-    f"{mult_acc.max():.3f} (mean {mult_acc.mean():.3f}); "
-    f"{((mult_acc >= low) & (mult_acc <= high)).sum()} of its {len(mult_acc)} seeds "
-    f"end inside the standard path's range and {(mult_acc < low).sum()} below it. "
-    f"Against the standard path a shuffle of the labels puts the means as far apart "
-    f"in a share {p_standard:.3f} of 20,000 shuffles; against the inverse-CDF fast "
-    f"path, in a share {p_inverse:.3f}.")
+say(seeds_line("With the multinomial draw", mult_acc, {
+    "the standard path": standard_acc,
+    "the inverse-CDF fast path": fast_acc.to_numpy()}))
 
 # %% [markdown]
 # The two sets of fast runs come from different machines. To rule the machine out,
@@ -1017,15 +1023,9 @@ say(f"On one VM, seed 0 ends at {acc.loc[0, 'standard, same VM']:.3f} on the sta
 
 # %%
 exp_u = pd.DataFrame([run_row("exponential_u", seed) for seed in SEEDS])
-exp_acc = exp_u["strict accuracy"].to_numpy()
-p_exp_mult = permutation_p(mult_acc, exp_acc)
-p_exp_inverse = permutation_p(fast_acc.to_numpy(), exp_acc)
-say(f"With $u$ from `exponential_` the fast path ends at {exp_acc.min():.3f}–"
-    f"{exp_acc.max():.3f} (mean {exp_acc.mean():.3f}); "
-    f"{((exp_acc >= low) & (exp_acc <= high)).sum()} of {len(exp_acc)} seeds end "
-    f"inside the standard path's range. Against the multinomial draw a shuffle of the "
-    f"labels puts the means as far apart in a share {p_exp_mult:.3f} of 20,000 "
-    f"shuffles; against the `torch.rand` inverse CDF, in a share {p_exp_inverse:.3f}.")
+say(seeds_line("With $u$ from `exponential_`", exp_u["strict accuracy"].to_numpy(), {
+    "the multinomial draw": mult_acc,
+    "the `torch.rand` inverse CDF": fast_acc.to_numpy()}))
 
 # %% [markdown]
 # So the fast decode step and the prompt-once update train as well as the standard

@@ -79,7 +79,8 @@ class Projection:
             y = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none",
                                                    [], "")  # [B, N]
             return y if residual is None else y + residual
-        add = self.bias if residual is None else residual  # never both in this file
+        add = self.bias if residual is None else (
+            residual if self.bias is None else residual + self.bias)
         return x @ self.weight if add is None else torch.addmm(add, x, self.weight)
 
 

@@ -112,7 +112,7 @@ def test_packed_projection_is_addmm():
     for rows in (8, 3):
         x = torch.randn(rows, 128, generator=gen)
         residual = torch.randn(rows, 96, generator=gen)
-        for b, r in ((bias, None), (None, residual), (None, None)):
+        for b, r in ((bias, None), (None, residual), (bias, residual), (None, None)):
             plain = Projection(weight, b)(x, residual=r)
             fast = Projection(weight, b, packed)(x, residual=r)
             assert fast.shape == plain.shape
