@@ -706,7 +706,7 @@ def ch07_run(path, seed):
     if path == "fast, same VM":
         return f"ch07_r1_zero_fast_seed{seed}_avx512_cpu"
     infix = {"noshare": "_noshare", "multinomial": "_multinomial",
-             "exponential_u": "_expu"}.get(path, "")
+             "exponential_u": "_expu", "float64": "_float64"}.get(path, "")
     return f"ch07_r1_zero_fast{infix}_seed{seed}_cpu"
 
 
@@ -1028,14 +1028,28 @@ say(seeds_line("With $u$ from `exponential_`", exp_u["strict accuracy"].to_numpy
     "the `torch.rand` inverse CDF": fast_acc.to_numpy()}))
 
 # %% [markdown]
+# A last arm tests the rounding. Once the float32 cumulative sum has passed 1/2 it
+# moves in steps of $2^{-24} \approx 6 \times 10^{-8}$, so a token there that is less
+# likely than about half a step gets an empty interval and is never drawn; and
+# `torch.rand`'s numbers are multiples of $2^{-24}$ too. Arm `float64` computes the
+# softmax, its cumulative sum and the uniform numbers in float64, where the steps are
+# about $2^{-53}$, for seeds 0 to 7:
+
+# %%
+f64 = pd.DataFrame([run_row("float64", seed) for seed in range(8)])
+say(seeds_line("With the inverse CDF in float64", f64["strict accuracy"].to_numpy(), {
+    "the multinomial draw": mult_acc,
+    "the float32 inverse CDF": fast_acc.to_numpy()}))
+
+# %% [markdown]
 # So the fast decode step and the prompt-once update train as well as the standard
 # path, and the inverse-CDF draw is the piece that costs accuracy. With the race's
-# random source the inverse CDF lands between the two, and twelve seeds cannot tell
-# which of them it belongs with: the mechanism stays open (exercise 19.4 (d)). What
-# to do meanwhile is clear. The trainer's fast engine draws with `torch.multinomial`
-# by default (`rollout_sampler="multinomial"`), the draw the runs above show to train
-# like the standard path. The inverse CDF stays available for its speed and for the
-# CUDA graph below, which replays only that draw.
+# random source, and in float64, the inverse CDF ends between the two draws, and
+# these seeds cannot tell which one either arm belongs with: the mechanism stays
+# open (exercise 19.4 (d)). What to do meanwhile is clear. The trainer's fast engine
+# draws with `torch.multinomial` by default (`rollout_sampler="multinomial"`), the
+# draw the runs above show to train like the standard path. The inverse CDF stays
+# available for its speed and for the CUDA graph below, which replays only that draw.
 
 # %% [markdown]
 # (ch19-cuda-graphs)=

@@ -15,7 +15,10 @@ here keeps all but one of them:
 * ``exponential_u``: the whole fast path (fast decode step, inverse CDF, prompt once)
   with the inverse CDF's uniform numbers made from ``torch.Tensor.exponential_``
   (``u = 1 - exp(-E)`` with ``E`` exponential of rate 1: uniform on ``[0, 1)``),
-  the random source ``torch.multinomial``'s draw uses, instead of ``torch.rand``.
+  the random source ``torch.multinomial``'s draw uses, instead of ``torch.rand``;
+* ``float64``: the whole fast path with the inverse CDF computed in float64 (the
+  softmax, its cumulative sum and the uniform numbers), so that no token with a
+  probability above about 1e-16 has an empty interval.
 
 Usage::
 
@@ -59,16 +62,28 @@ def exponential_u_sampler(logits, temperature=1.0, top_p=1.0, generator=None, u=
 _inverse_cdf = fast_decode.sample_inverse_cdf
 
 
+def float64_sampler(logits, temperature=1.0, top_p=1.0, generator=None, u=None):
+    """``fast_decode.sample_inverse_cdf`` in float64."""
+    logits = sampling.top_p_filter(logits.double() / temperature, top_p)  # [B, V]
+    cdf = logits.softmax(dim=-1).cumsum(dim=-1)  # [B, V] float64
+    if u is None:
+        u = torch.rand(cdf.shape[0], dtype=torch.float64, generator=generator,
+                       device=cdf.device)  # [B]
+    return fast_decode.inverse_cdf_token(cdf, u)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("arm", choices=("sampler", "numerics", "exponential_u"))
+    parser.add_argument("arm", choices=("sampler", "numerics", "exponential_u",
+                                        "float64"))
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args(argv)
     if args.arm == "sampler":
         sampling.next_token = inverse_cdf_next_token  # decode_batch looks it up here
         overrides = ["rollout_engine=transformers", "share_group_prompt=false"]
-    elif args.arm == "exponential_u":
-        fast_decode.sample_inverse_cdf = exponential_u_sampler  # decode_fast's lookup
+    elif args.arm in ("exponential_u", "float64"):
+        arms = {"exponential_u": exponential_u_sampler, "float64": float64_sampler}
+        fast_decode.sample_inverse_cdf = arms[args.arm]  # decode_fast looks it up
         overrides = ["rollout_engine=fast", "rollout_sampler=inverse_cdf",
                      "share_group_prompt=true"]
     else:

@@ -138,3 +138,15 @@ def test_fast_path_ablation_swaps_exactly_one_piece(monkeypatch):
     assert torch.equal(ablation.exponential_u_sampler(
         logits, 0.8, 0.9, torch.Generator().manual_seed(1)),
         originals[1](logits, 0.8, 0.9, u=u))
+    # float64: the same inverse CDF in float64
+    monkeypatch.setattr(fast_decode, "sample_inverse_cdf", originals[1])
+    ablation.main(["float64", "--set", "seed=3"])
+    assert seen["overrides"][:3] == [
+        "rollout_engine=fast", "rollout_sampler=inverse_cdf", "share_group_prompt=true"]
+    assert fast_decode.sample_inverse_cdf is ablation.float64_sampler
+    u64 = torch.rand(64, dtype=torch.float64,
+                     generator=torch.Generator().manual_seed(2))
+    cdf = sampling.top_p_filter(logits.double() / 0.8, 0.9).softmax(-1).cumsum(-1)
+    assert torch.equal(ablation.float64_sampler(
+        logits, 0.8, 0.9, torch.Generator().manual_seed(2)),
+        fast_decode.inverse_cdf_token(cdf, u64))
