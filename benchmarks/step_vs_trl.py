@@ -88,7 +88,7 @@ def run_ours(model, tokenizer, prompts, args, out_dir):
         sample_every=0,
         seed=0,
         rollout_engine=args.engine,
-        **({"rollout_sampler": args.sampler} if args.sampler else {}),
+        rollout_sampler=args.sampler,
         share_group_prompt=args.share_prompt,
     )
     ends = []
@@ -213,7 +213,8 @@ def main(argv=None):
     parser.add_argument("--engine", default="fast",
                         choices=["fast", "scratch", "transformers"],
                         help="ours: rollout_engine (default: the fast decode step)")
-    parser.add_argument("--sampler", default=None, choices=["multinomial", "inverse_cdf"],
+    parser.add_argument("--sampler", default=None,
+                        choices=["multinomial", "inverse_cdf"],
                         help="ours, fast engine: rollout_sampler (default: the "
                              "trainer's, multinomial; inverse_cdf is the draw a CUDA "
                              "graph replays)")
@@ -233,6 +234,9 @@ def main(argv=None):
     from grpo_lib.models import build_tokenizer, load_model_and_tokenizer
     from grpo_lib.sampling import tokenize_prompts
     from grpo_lib.tasks import load_task_split
+    from grpo_lib.trainer import GRPOConfig
+
+    args.sampler = args.sampler or GRPOConfig().rollout_sampler  # the trainer's default
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.model:
@@ -267,9 +271,6 @@ def main(argv=None):
 
     params = sum(p.numel() for p in model.parameters())
     machine = machine_description()
-    from grpo_lib.trainer import GRPOConfig
-
-    sampler = args.sampler or GRPOConfig().rollout_sampler
     rows_per_step = args.prompts * args.G
     now = datetime.datetime.now(datetime.timezone.utc)
     pad = tokenizer.pad_token_id
@@ -279,8 +280,8 @@ def main(argv=None):
     floor = sum(flops) / peak
     print(f"model: {name} ({params / 1e6:.2f}M params, {args.dtype}) | device: "
           f"{machine['device']} | ours rolls out with: {args.engine}"
-          + (f" ({sampler} draw)" if args.engine == "fast" else "") + ", prompt once "
-          f"per group in the update: {args.share_prompt}")
+          + (f" ({args.sampler} draw)" if args.engine == "fast" else "")
+          + f", prompt once per group in the update: {args.share_prompt}")
     print(f"machine: {machine['machine']}, {machine['cores']} cores, torch "
           f"{torch.__version__} ({machine['cpu_capability']}), "
           f"{machine['threads']} threads, bf16 hardware: {machine['bf16_hardware']}")
@@ -337,9 +338,9 @@ def main(argv=None):
             "update_gflop": round(flops[1] / 1e9, 2),
             "peak_gflops": round(peak / 1e9, 1), "floor_s": round(floor, 4),
             "ours_over_floor": round(s0 / floor, 2), "torch": torch.__version__,
-            "sampler": sampler if args.engine == "fast" else "multinomial",
+            "sampler": args.sampler if args.engine == "fast" else "multinomial",
             "cuda_graph": (args.engine == "fast" and device == "cuda"
-                           and sampler == "inverse_cdf"),
+                           and args.sampler == "inverse_cdf"),
             "peak_gpu_gib": "" if peak_gib is None else round(peak_gib, 2),
             "transformers": transformers.__version__, "trl": trl_version,
         }

@@ -50,6 +50,9 @@ def inverse_cdf_next_token(logits, temperature=1.0, top_p=1.0, do_sample=True,
     return fast_decode.sample_inverse_cdf(logits, temperature, top_p, generator)
 
 
+_inverse_cdf = fast_decode.sample_inverse_cdf  # the library's, before an arm patches it
+
+
 def exponential_u_sampler(logits, temperature=1.0, top_p=1.0, generator=None, u=None):
     """``fast_decode.sample_inverse_cdf`` with its uniform numbers from
     ``exponential_``."""
@@ -57,9 +60,6 @@ def exponential_u_sampler(logits, temperature=1.0, top_p=1.0, generator=None, u=
         e = torch.empty(logits.shape[0], device=logits.device)
         u = -torch.expm1(-e.exponential_(1.0, generator=generator))  # [B] in [0, 1)
     return _inverse_cdf(logits, temperature, top_p, generator, u=u)
-
-
-_inverse_cdf = fast_decode.sample_inverse_cdf
 
 
 def float64_sampler(logits, temperature=1.0, top_p=1.0, generator=None, u=None):
