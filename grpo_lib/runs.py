@@ -32,7 +32,7 @@ class Run:
 
     name: str
     metrics: pd.DataFrame  # one row per training step
-    evals: pd.DataFrame  # one row per evaluation, indexed by step
+    evals: pd.DataFrame  # one row per evaluation, by step (or mode, if none)
     info: dict = field(default_factory=dict)  # run_info.json: command, device, time
 
 
@@ -46,11 +46,11 @@ def load_run(name: str, runs_dir: Path | str = RUNS_DIR) -> Run:
             f"no committed run {folder} (metrics.csv missing).{hint} Each committed "
             f"run's README.md holds the command that made it; run that command to "
             f"make this one, or check the name.")
-    evals = (pd.read_csv(folder / "eval.csv").set_index("step")
-             if (folder / "eval.csv").is_file() else pd.DataFrame())
+    evals = _read_evals(folder / "eval.csv")  # [evaluations, columns]
     info_file = folder / "run_info.json"
     info = json.loads(info_file.read_text()) if info_file.is_file() else {}
-    return Run(name, pd.read_csv(folder / "metrics.csv"), evals, info)
+    metrics = pd.read_csv(folder / "metrics.csv")  # [steps, columns]
+    return Run(name, metrics, evals, info)
 
 
 def load_seeds(stem: str, seeds=(0, 1), device: str = "cpu",
@@ -66,7 +66,7 @@ def final_eval(runs: list[Run], column: str = "strict_acc") -> list[float]:
     missing = [r.name for r in runs if r.evals.empty or column not in r.evals]
     if missing:
         raise ValueError(f"no held-out '{column}' in eval.csv of: {', '.join(missing)}")
-    return [float(r.evals[column].iloc[-1]) for r in runs]
+    return [float(_last_greedy(r.evals)[column]) for r in runs]
 
 
 def late_mean(runs: list[Run], column: str, last: int = 25) -> list[float]:
@@ -136,3 +136,16 @@ def early_mean(runs: list[Run], column: str, first: int = 10) -> list[float]:
     if missing:
         raise KeyError(f"no column '{column}' in metrics.csv of: {', '.join(missing)}")
     return [float(r.metrics[column].head(first).mean()) for r in runs]
+
+
+def _read_evals(path: Path) -> pd.DataFrame:
+    """eval.csv indexed by step; one written by `grpo_lib eval` (no step) by mode."""
+    if not path.is_file():
+        return pd.DataFrame()
+    evals = pd.read_csv(path)
+    return evals.set_index("step" if "step" in evals else "mode")
+
+
+def _last_greedy(evals: pd.DataFrame) -> pd.Series:
+    """The last evaluation by step, or the greedy row of a step-less eval.csv."""
+    return evals.loc["greedy"] if evals.index.name == "mode" else evals.iloc[-1]

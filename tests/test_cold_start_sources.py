@@ -76,3 +76,30 @@ def test_first_per_prompt_takes_the_lowest_sample_index():
     first = first_per_prompt(shuffled)
     assert sorted(zip(first["prompt_index"], first["sample_index"])) == [
         (0, 0), (1, 0), (2, 0)]
+
+
+def test_r1_zero_rows_label_the_source_they_are_given():
+    # the same filters on another model's answers (chapter 11's base_self)
+    rows, _ = r1_zero_rows(score_candidates(ROWS, 4, SAMPLES), source="base_self")
+    assert {r["source"] for r in rows} == {"base_self"}
+
+
+def test_the_cli_writes_the_label_it_is_given(tmp_path):
+    # end to end on the committed base model: 4 easy questions, 4 samples each
+    import json
+    from pathlib import Path
+
+    from grpo_lib.tasks.cold_start import main
+
+    base = Path(__file__).resolve().parents[1] / "data" / "models" / "tiny-qwen2-base"
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n"
+                                 for q, a in [("2 + 6", "8"), ("9 - 4", "5"),
+                                              ("3 * 3", "9"), ("7 + 1", "8")]))
+    out = tmp_path / "self.jsonl"
+    main(["r1-zero", "--model", str(base), "--questions", str(questions),
+          "--out", str(out), "--source", "base_self"])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows, "the base model should get some of these right"
+    assert {r["source"] for r in rows} == {"base_self"}
+    assert (tmp_path / "self_yield.csv").is_file()

@@ -92,3 +92,19 @@ def test_committed_pair_reads_back():
     assert all(list(r.evals.index) == [0, 150] for r in runs)
     assert all(0.5 < a <= 1.0 for a in final_eval(runs))
     assert RUNS_DIR.name == "runs"
+
+
+def test_step_less_eval_csv_reads_its_greedy_row(tmp_path):
+    # `grpo_lib eval --csv` writes one row per mode and no step column
+    write_run(tmp_path, "e_seed0_cpu", 0.9, [1.0] * 4)
+    folder = tmp_path / "e_seed0_cpu"
+    pd.DataFrame({"mode": ["greedy", "sampled"], "strict_acc": [0.95, 0.80]}).to_csv(
+        folder / "eval.csv", index=False)
+    run = load_run("e_seed0_cpu", runs_dir=tmp_path)
+    assert list(run.evals.index) == ["greedy", "sampled"]
+    assert final_eval([run]) == [0.95]
+
+
+def test_committed_step_less_run_loads():
+    run = load_run("ch07_r1_zero_fast_multinomial_seed0_cpu")
+    assert final_eval([run])[0] == pytest.approx(0.954)

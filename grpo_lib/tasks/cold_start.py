@@ -175,7 +175,7 @@ def first_per_prompt(kept):
     return kept.loc[kept.index.isin(chosen)]
 
 
-def r1_zero_rows(candidates, filters=R1_ZERO_FILTERS):
+def r1_zero_rows(candidates, filters=R1_ZERO_FILTERS, source="r1_zero"):
     """Cold-start conversations from scored R1-Zero samples, and the yield table.
 
     ``candidates``: the table of :func:`grpo_lib.rejection.sample_candidates` (one row
@@ -184,7 +184,7 @@ def r1_zero_rows(candidates, filters=R1_ZERO_FILTERS):
     per question, and each kept trace is tidied by :func:`normalize_trace`.
 
     Returns ``(rows, yields)``: ``rows`` in the layout of :func:`cold_start_rows`
-    (``source="r1_zero"``, plus ``normalized``: whether the tidy changed the text);
+    (``source`` as given, plus ``normalized``: whether the tidy changed the text);
     ``yields`` is apply_filters' table with a last stage ``one_per_question``.
     """
     import pandas as pd
@@ -200,7 +200,7 @@ def r1_zero_rows(candidates, filters=R1_ZERO_FILTERS):
         "kept / previous": len(kept) / previous if previous else float("nan"),
         "prompts": int(kept["prompt_index"].nunique())}
     tidy = kept["completion"].map(normalize_trace)
-    rows = to_sft_rows(kept.assign(completion=tidy), source="r1_zero")
+    rows = to_sft_rows(kept.assign(completion=tidy), source=source)
     for row, before, after in zip(rows, kept["completion"], tidy):
         row["normalized"] = before != after
     yields[["kept", "dropped", "prompts"]] = yields[
@@ -212,29 +212,32 @@ def write_r1_zero_cold_start(model_dir: str | Path, out: str | Path,
                              questions: str | Path = COLD_START_DIR / "annotator.jsonl",
                              k: int = 4, temperature: float = 1.0,
                              max_new_tokens: int = 96, seed: int = 0,
-                             batch_size: int = 256) -> Path:
+                             batch_size: int = 256, source: str = "r1_zero") -> Path:
     """Source (b): sample ``k`` answers of the R1-Zero model ``model_dir`` to each
     question of ``questions`` (by default the annotator's 4,000 training questions,
     so both sources teach the same problems), keep and tidy them (:func:`r1_zero_rows`)
-    and write ``out`` (JSONL) and ``out`` with ``_yield.csv`` (the yield table)."""
+    and write ``out`` (JSONL) and ``out`` with ``_yield.csv`` (the yield table).
+
+    Any model's answers pass the same filters: chapter 11 filters the base model's
+    own (``source="base_self"``), a cold start that changes the model least."""
     from ..models import load_model_and_tokenizer
     from ..rejection import sample_candidates
     from ..sft import read_jsonl
 
-    source = [{"question": r["question"], "answer": r["answer"]}
-              for r in read_jsonl(questions, "questions")]
+    asked = [{"question": r["question"], "answer": r["answer"]}
+             for r in read_jsonl(questions, "questions")]
     model, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
-    candidates = sample_candidates(model, tokenizer, source, k, temperature=temperature,
+    candidates = sample_candidates(model, tokenizer, asked, k, temperature=temperature,
                                    max_new_tokens=max_new_tokens, batch_size=batch_size,
                                    seed=seed, prompt_format="chat")
-    rows, yields = r1_zero_rows(candidates)
+    rows, yields = r1_zero_rows(candidates, source=source)
     out = Path(out)
     write_jsonl(rows, out)
     yields.to_csv(out.with_name(out.stem + "_yield.csv"))
     print(yields.to_string(float_format=lambda v: f"{v:.3f}"))
     changed = sum(r["normalized"] for r in rows)
     print(f"wrote {len(rows)} conversations to {out} ({changed} changed by "
-          f"normalize_trace); {len(source)} questions x k={k}")
+          f"normalize_trace); {len(asked)} questions x k={k}")
     return out
 
 
@@ -243,7 +246,10 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m grpo_lib.tasks.cold_start")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("r1-zero", help="source (b): filtered R1-Zero traces")
-    p.add_argument("--model", required=True, help="the R1-Zero model folder")
+    p.add_argument("--model", required=True,
+                   help="the R1-Zero model folder (or any model whose answers to keep)")
+    p.add_argument("--source", default="r1_zero",
+                   help="the label written into each row's 'source' field")
     p.add_argument("--out", default=str(COLD_START_DIR / "r1_zero.jsonl"))
     p.add_argument("--questions", default=str(COLD_START_DIR / "annotator.jsonl"))
     p.add_argument("--k", type=int, default=4, help="samples per question")
@@ -253,7 +259,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     write_r1_zero_cold_start(args.model, args.out, args.questions, k=args.k,
                              temperature=args.temperature,
-                             max_new_tokens=args.max_new_tokens, seed=args.seed)
+                             max_new_tokens=args.max_new_tokens, seed=args.seed,
+                             source=args.source)
 
 
 if __name__ == "__main__":
