@@ -38,7 +38,8 @@
 #    before summing (GDPO, TRL's `multi_objective_aggregation="normalize_then_sum"`),
 #    when to choose it, what it costs, and its runs;
 # 6. measures what accuracy-only RL does to a habit that no reward looks at, at each
-#    starting point, and tests the answer with runs from a lighter cold start.
+#    starting point, and tests the answer with runs from two more cold starts: a
+#    lighter one, and one distilled from the base model's own answers.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -270,7 +271,10 @@ if len(mixed_rows):
 #   steps;
 # - **from a lighter cold start**, the cold-start recipe stopped after 128 steps, at
 #   the cold-start runs' settings, evaluated every 25 steps; they are read in
-#   {ref}`ch11-habits`, where a measurement predicts what they should do.
+#   {ref}`ch11-habits`, where a measurement predicts what they should do;
+# - **from a self-distilled cold start**, the base model fine-tuned for 40 steps on
+#   its own right, well-formatted, English answers, at chapter 7's settings,
+#   evaluated every 25 steps; read in {ref}`ch11-self`.
 #
 # Each run folder holds its exact command in `README.md`, one row per step in
 # `metrics.csv` and the evaluations in `eval.csv`:
@@ -287,6 +291,8 @@ RUN_NAMES = {  # (start, arm) -> run folder pattern
     ("base", "+ language, GDPO"): "ch11_base_gdpo_seed{}_cpu",
     ("lighter cold start", "accuracy only"): "ch11_light_acc_seed{}_cpu",
     ("lighter cold start", "+ language"): "ch11_light_lang_seed{}_cpu",
+    ("self-distilled cold start", "accuracy only"): "ch11_self_acc_seed{}_cpu",
+    ("self-distilled cold start", "+ language"): "ch11_self_lang_seed{}_cpu",
 }
 metrics, evals = {}, {}
 for (start, arm), pattern in RUN_NAMES.items():
@@ -1080,11 +1086,12 @@ for flags in ([True, False, False, False], [True, True, False, False],
     print(flags, f"{habit_advantage(hand_rewards, flags, 4):+.3f}")
 
 # %% [markdown]
-# Now the same quantity on real samples, at four starting points: the base model; a
+# Now the same quantity on real samples, at five starting points: the base model; a
 # **lighter cold start**, the cold-start recipe stopped after 128 steps (2,048 of the
 # 4,000 annotated conversations, each seen once; `configs/cold_start_light.yaml`),
-# trained in the next cell; the cold-start model (750 steps, three epochs); and the
-# R1-Zero model, chapter 7's run after 150 steps of accuracy-only RL
+# trained in the next cell; a **self-distilled cold start**, trained in the cell
+# after it and described in {ref}`ch11-self`; the cold-start model (750 steps, three
+# epochs); and the R1-Zero model, chapter 7's run after 150 steps of accuracy-only RL
 # (`data/models/tiny-qwen2-r1-zero`). Each answers training problems 8 times at
 # temperature 1, as in training, and each group is scored with the accuracy-only
 # runs' reward, accuracy + 0.1 × format.
@@ -1106,10 +1113,26 @@ shutil.rmtree(light_dir, ignore_errors=True)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+SELF_CONFIG = REPO / "configs" / "cold_start_self.yaml"
+self_dir = tempfile.mkdtemp(prefix="ch11_self_")
+self_cfg = SFTConfig.from_yaml(SELF_CONFIG, [
+    f"output_dir={self_dir}", "save_final=false", "logging_steps=0",
+    "progress_bar=false", f"max_steps={P.pick(smoke=2, cpu=40, gpu=40)}"])
+self_model, _ = load_model_and_tokenizer(BASE_DIR, device=P.device)
+t0 = time.perf_counter()
+SFTTrainer(self_model, tok, self_cfg,
+           read_train_files(REPO / self_cfg.train_file, self_cfg)).train()
+print(f"self-distilled cold start: {self_cfg.max_steps} SFT steps in "
+      f"{time.perf_counter() - t0:.0f} s")
+shutil.rmtree(self_dir, ignore_errors=True)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
 N_HABIT = P.pick(smoke=4, cpu=200, gpu=500)
 r1_zero_model, _ = load_model_and_tokenizer(REPO / "data" / "models"
                                             / "tiny-qwen2-r1-zero", device=P.device)
 starts = {"base": base_model, "lighter cold start": light_model,
+          "self-distilled cold start": self_model,
           "cold start": cold_model, "R1-Zero": r1_zero_model}
 habit_reward = combine_rewards([accuracy_reward, format_reward], [1.0, 0.1])
 habit_rows, habit_samples = {}, {}  # per start: the table row, the scored samples
@@ -1240,7 +1263,122 @@ say(f"The lighter cold start mixes in {light_mix_0:.3f} of its {n_light:,} sampl
 # that accuracy had set. Its trace is in the training samples, whose language reward
 # ends a little higher with it than without, a difference in the third decimal. So
 # on this model R1's language reward earns its keep only where a habit that
-# readers do not want comes with right answers, as it does in the base model.
+# readers do not want comes with right answers: in the base model, and, as the next
+# runs show, in a cold start made from the base model's own answers.
+
+# %% [markdown]
+# (ch11-self)=
+# ### From a self-distilled cold start
+#
+# Both cold starts so far fine-tune the base model on traces that someone else wrote,
+# the annotator's, and the habit table shows what that does to the mixed answers
+# that survive it: they become the confused ones. A cold start can also be made from
+# the base model's own answers. Among its cold-start sources the R1 report lists
+# prompting a model directly for detailed answers {cite}`deepseekai2025r1`; here the
+# model prompted is the base model itself. It answers each of the annotator's 4,000
+# training questions 4 times at temperature 1, its answers pass the filters of
+# chapter 10's R1-Zero source (right, well formatted, English only, not repetitive,
+# not truncated, then one per question; {ref}`ch10-sources`), and the base model is
+# fine-tuned on the survivors for 40 steps of 16 (`configs/cold_start_self.yaml`,
+# trained in the habit cell above). It is taught nothing it did not already write;
+# it is taught which of its own answers to prefer.
+
+# %%
+self_yield = pd.read_csv(REPO / "data" / "cold_start" / "base_self_yield.csv",
+                         index_col="stage")
+self_start = pd.read_csv(RUNS / "cold_start_self_cpu" / "sampled_eval.csv",
+                         index_col="mode")
+self_yield[["kept", "kept / previous", "prompts"]]
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+say(f"{self_yield.loc['one_per_question', 'kept']:,} of the "
+    f"{self_yield.loc['sampled', 'kept']:,} sampled answers survive, one for each of "
+    f"{self_yield.loc['one_per_question', 'prompts']:,} questions; the language filter "
+    f"alone drops {self_yield.loc['single_language', 'dropped']:,} right, "
+    f"well-formatted answers. On the 500 held-out problems (`data/runs/"
+    f"cold_start_self_cpu`, 96 new tokens) the checkpoint answers greedily with strict "
+    f"accuracy {self_start.loc['greedy', 'strict_acc']:.3f}, format "
+    f"{self_start.loc['greedy', 'format_rate']:.3f} and language-mixed "
+    f"{self_start.loc['greedy', 'lang_mix_rate']:.3f}; its sampled answers "
+    f"(4 per problem, temperature 1) mix in "
+    f"{self_start.loc['sampled', 'lang_mix_rate']:.4f}. In the habit table: "
+    f"{habit_line('self-distilled cold start')}, which reads as \""
+    f"{direction(habits.loc['self-distilled cold start', 'mean advantage, mixed'])}\".")
+
+# %% [markdown]
+# By the harness this start is as clean as a cold start needs to be: no Chinese
+# character in a greedy answer, every greedy answer well formatted. Its sampled
+# answers still mix now and then, and those mixed answers are not the worse ones.
+# This is the case the R1 report describes for its own cold-start model, which still
+# drifted into mixed languages during RL. The runs (`ch11_self_*`, committed): chapter
+# 7's configuration from this start, with and without the language reward, two seeds
+# each, evaluated every 25 steps, the final checkpoints sampled 4 times on each of
+# the 500 held-out problems. The figure follows the language reward of the training
+# samples:
+
+# %%
+plot_r_lang("self-distilled cold start")
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+self_mix = mixing_table("self-distilled cold start", "+ language")
+self_acc = accuracy_table("self-distilled cold start", "+ language")
+display(self_mix)
+display(self_acc)
+
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def sampled_strict(start, arm, seed):
+    """Strict accuracy of the final checkpoint's sampled held-out answers."""
+    path = RUNS / RUN_NAMES[start, arm].format(seed) / "sampled_eval.csv"
+    return pd.read_csv(path, index_col="mode").loc["sampled", "strict_acc"]
+
+
+n_self = 500 * 4  # sampled held-out answers per checkpoint
+ctrl = self_mix["sampled, ctrl"].to_numpy(dtype=float)
+arm = self_mix["sampled, arm"].to_numpy(dtype=float)
+se_arms = np.sqrt((ctrl * (1 - ctrl) + arm * (1 - arm)) / n_self)
+self_sampled = {a: [sampled_strict("self-distilled cold start", a, s) for s in SEEDS]
+                for a in ARMS}
+say(f"From the self-distilled start (sampled mixing "
+    f"{self_start.loc['sampled', 'lang_mix_rate']:.4f}), the accuracy-only runs end "
+    f"with {ctrl[0]:.4f} and {ctrl[1]:.4f} of their sampled held-out answers mixed, "
+    f"the language runs with {arm[0]:.4f} and {arm[1]:.4f} (seeds 0 and 1): lower in "
+    f"{int(self_mix['lower sampled'].sum())} of 2 seeds, by "
+    f"{(ctrl[0] - arm[0]) / se_arms[0]:.1f} and {(ctrl[1] - arm[1]) / se_arms[1]:.1f} "
+    f"binomial standard errors of the difference. At the final greedy evaluation "
+    f"the language-mixed rate is {self_mix['end, ctrl'].max():.3f} without the reward "
+    f"and {self_mix['end, arm'].max():.3f} with it, in both seeds. Over the last 25 "
+    f"steps the training samples score "
+    f"{self_mix['r_lang, ctrl'].iloc[0]:.4f} and {self_mix['r_lang, ctrl'].iloc[1]:.4f}"
+    f" on language without the reward, {self_mix['r_lang, arm'].iloc[0]:.4f} and "
+    f"{self_mix['r_lang, arm'].iloc[1]:.4f} with it. Held-out strict accuracy, greedy: "
+    f"{self_acc['end, ctrl'].iloc[0]:.3f} and {self_acc['end, ctrl'].iloc[1]:.3f} "
+    f"without, {self_acc['end, arm'].iloc[0]:.3f} and "
+    f"{self_acc['end, arm'].iloc[1]:.3f} with; sampled: "
+    f"{self_sampled['accuracy only'][0]:.4f} and "
+    f"{self_sampled['accuracy only'][1]:.4f} without, "
+    f"{self_sampled['+ language'][0]:.4f} and {self_sampled['+ language'][1]:.4f} "
+    f"with.")
+
+# %% [markdown]
+# Here is R1's stage 2 as the report tells it, on a tiny scale. After a cold start whose
+# greedy answers are English, accuracy-only RL keeps the mixing alive in the sampled
+# answers, the ones training learns from, because a mixed answer here is at least as
+# likely to be right as an English one and nothing else acts on it. The language reward
+# removes it, in both seeds, by several standard errors. The greedy answers cannot show
+# the difference: they were English before RL and stay English in all four runs, which
+# is why this chapter reads the sampled answers and the training samples next to the
+# greedy ones. The accuracy cost that the base-model runs showed does not appear here:
+# greedy, the language runs end level with their twins or above them; sampled, one seed
+# is lower and the other higher, each by less than the two accuracy-only seeds differ.
+# What a cold start does to a habit depends on whose traces it learns: from another
+# writer's traces the model relearns the habit as a mark of confusion; its own preferred
+# answers leave the habit as it was. The habit's mean advantage, measured before
+# training, tells which case a model is in.
 
 # %% [markdown]
 # (ch11-summary)=
@@ -1270,6 +1408,12 @@ say(f"The lighter cold start mixes in {light_mix_0:.3f} of its {n_light:,} sampl
 #   model), down where it comes with wrong ones (after the cold start). From a lighter
 #   cold start whose samples still mix, accuracy-only RL lowered the mixing by itself,
 #   and the language reward added nothing measurable.
+# - A cold start distilled from the base model's own right, English answers is clean
+#   by the greedy harness and keeps mixed samples that are not the worse ones. From
+#   there accuracy-only RL kept the mixing in the sampled answers and the language
+#   reward removed it, in both seeds, with no accuracy cost beyond the seed spread:
+#   the case the R1 report describes. The greedy answers were English in all four
+#   runs; only the samples showed the difference.
 #
 # ## Exercises
 #

@@ -70,7 +70,7 @@ from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.profiles import profile
 from grpo_lib.qwen2 import (Qwen2, StaticKVCache, decode_static, rope_cos_sin,
                             rotate_half)
-from grpo_lib.runs import final_eval, load_seeds, mean_range
+from grpo_lib.runs import final_eval, load_run, load_seeds, mean_range
 from grpo_lib.sampling import generate, tokenize_prompts
 from grpo_lib.shared_prompt import group_logprobs, prompt_share
 from grpo_lib.speed import (decode_step_ops, forward_flops, machine_description,
@@ -86,7 +86,6 @@ torch.set_printoptions(precision=4, sci_mode=False)
 transformers.utils.logging.disable_progress_bar()
 
 REPO = DATA_DIR.parents[1]
-RUNS = REPO / "data" / "runs"
 TINY = REPO / "data" / "models" / "tiny-qwen2-base"
 hf, tok = load_model_and_tokenizer(TINY, device=P.device)
 ours = Qwen2.from_transformers(hf, share_weights=True)  # the policy's own tensors
@@ -712,14 +711,11 @@ def ch07_run(path, seed):
 
 def run_row(path, seed):
     """A committed run's final held-out scores and times."""
-    name = ch07_run(path, seed)
-    m = pd.read_csv(RUNS / name / "metrics.csv")
-    ev = pd.read_csv(RUNS / name / "eval.csv")
-    if "step" in ev:  # an evaluation during training: take the last one
-        ev = ev[ev["step"] == ev["step"].max()]
-    return {"path": path, "seed": seed, "run": name,
-            "strict accuracy": ev["strict_acc"].iloc[-1],
-            "language-mixed": ev["lang_mix_rate"].iloc[-1],
+    run = load_run(ch07_run(path, seed))
+    m = run.metrics
+    return {"path": path, "seed": seed, "run": run.name,
+            "strict accuracy": final_eval([run])[0],
+            "language-mixed": final_eval([run], "lang_mix_rate")[0],
             "steps (s)": m["time_step"].sum(),
             "generation per step (s)": m["time_generate"].mean(),
             "update per step (s)": m["time_update"].mean()}
@@ -884,7 +880,7 @@ say(f"Mean {standard_acc.mean():.3f} against {fast_acc.mean():.3f} over "
 
 # %%
 def metrics_of(name):
-    return pd.read_csv(RUNS / name / "metrics.csv")
+    return load_run(name).metrics
 
 
 def same_run(a, b):
@@ -902,7 +898,7 @@ def parting_step(a, b, column="accuracy"):
 
 
 def final_strict(name):
-    return pd.read_csv(RUNS / name / "eval.csv")["strict_acc"].iloc[-1]
+    return final_eval([load_run(name)])[0]
 
 
 arms = {"standard": None, "numerics": "numerics", "sampler": "sampler", "fast": None}
