@@ -757,6 +757,9 @@ say(f"On this task the cold start's better start is the starting accuracy itself
 #   any problem; (b) R1-Zero's own samples, kept when correct, well formatted and in
 #   one language, one per question, whitespace tidied. The yield table shows what each
 #   filter removes; source (b) can only contain what R1-Zero already does well.
+#   The same filters work on any model's answers: chapter 11 applies them to the base
+#   model's own, a cold start that changes the model least, and shows what that does
+#   to a habit that RL later meets ({ref}`ch11-self`).
 # - SFT trains on the assistant's tokens only: the mask is 0 on every prompt token and
 #   the loss is the plain cross-entropy over the kept tokens.
 # - On the held-out problems, the cold-start model answers in the format and in one
