@@ -1098,33 +1098,27 @@ for flags in ([True, False, False, False], [True, True, False, False],
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-LIGHT_CONFIG = REPO / "configs" / "cold_start_light.yaml"
-light_dir = tempfile.mkdtemp(prefix="ch11_light_")
-light_cfg = SFTConfig.from_yaml(LIGHT_CONFIG, [
-    f"output_dir={light_dir}", "save_final=false", "logging_steps=0",
-    "progress_bar=false", f"max_steps={P.pick(smoke=2, cpu=128, gpu=128)}"])
-light_model, _ = load_model_and_tokenizer(BASE_DIR, device=P.device)
-t0 = time.perf_counter()
-SFTTrainer(light_model, tok, light_cfg,
-           read_train_files(REPO / light_cfg.train_file, light_cfg)).train()
-print(f"lighter cold start: {light_cfg.max_steps} SFT steps in "
-      f"{time.perf_counter() - t0:.0f} s")
-shutil.rmtree(light_dir, ignore_errors=True)
+def cold_start_from(config, steps, name):
+    """The base model after `steps` SFT steps of the recipe in `config`."""
+    out = tempfile.mkdtemp(prefix="ch11_sft_")
+    cfg = SFTConfig.from_yaml(REPO / "configs" / config, [
+        f"output_dir={out}", "save_final=false", "logging_steps=0",
+        "progress_bar=false", f"max_steps={steps}"])
+    model, _ = load_model_and_tokenizer(BASE_DIR, device=P.device)
+    t0 = time.perf_counter()
+    SFTTrainer(model, tok, cfg, read_train_files(REPO / cfg.train_file, cfg)).train()
+    print(f"{name}: {steps} SFT steps in {time.perf_counter() - t0:.0f} s")
+    shutil.rmtree(out, ignore_errors=True)
+    return model
+
+
+light_model = cold_start_from("cold_start_light.yaml",
+                              P.pick(smoke=2, cpu=128, gpu=128), "lighter cold start")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-SELF_CONFIG = REPO / "configs" / "cold_start_self.yaml"
-self_dir = tempfile.mkdtemp(prefix="ch11_self_")
-self_cfg = SFTConfig.from_yaml(SELF_CONFIG, [
-    f"output_dir={self_dir}", "save_final=false", "logging_steps=0",
-    "progress_bar=false", f"max_steps={P.pick(smoke=2, cpu=40, gpu=40)}"])
-self_model, _ = load_model_and_tokenizer(BASE_DIR, device=P.device)
-t0 = time.perf_counter()
-SFTTrainer(self_model, tok, self_cfg,
-           read_train_files(REPO / self_cfg.train_file, self_cfg)).train()
-print(f"self-distilled cold start: {self_cfg.max_steps} SFT steps in "
-      f"{time.perf_counter() - t0:.0f} s")
-shutil.rmtree(self_dir, ignore_errors=True)
+self_model = cold_start_from("cold_start_self.yaml", P.pick(smoke=2, cpu=40, gpu=40),
+                             "self-distilled cold start")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
