@@ -71,10 +71,7 @@ def final_eval(runs: list[Run], column: str = "strict_acc") -> list[float]:
 
 def late_mean(runs: list[Run], column: str, last: int = 25) -> list[float]:
     """Each run's mean of a per-step metric over its last `last` steps."""
-    missing = [r.name for r in runs if column not in r.metrics]
-    if missing:
-        raise KeyError(f"no column '{column}' in metrics.csv of: {', '.join(missing)}")
-    return [float(r.metrics[column].tail(last).mean()) for r in runs]
+    return [float(steps.tail(last).mean()) for steps in _metric(runs, column)]
 
 
 def mean_range(values, digits: int = 3) -> str:
@@ -132,10 +129,7 @@ def seed_table(settings: dict[str, list[Run]], columns: dict, digits=3
 
 def early_mean(runs: list[Run], column: str, first: int = 10) -> list[float]:
     """Each run's mean of a per-step metric over its first `first` steps."""
-    missing = [r.name for r in runs if column not in r.metrics]
-    if missing:
-        raise KeyError(f"no column '{column}' in metrics.csv of: {', '.join(missing)}")
-    return [float(r.metrics[column].head(first).mean()) for r in runs]
+    return [float(steps.head(first).mean()) for steps in _metric(runs, column)]
 
 
 def _read_evals(path: Path) -> pd.DataFrame:
@@ -149,3 +143,11 @@ def _read_evals(path: Path) -> pd.DataFrame:
 def _last_greedy(evals: pd.DataFrame) -> pd.Series:
     """The last evaluation by step, or the greedy row of a step-less eval.csv."""
     return evals.loc["greedy"] if evals.index.name == "mode" else evals.iloc[-1]
+
+
+def _metric(runs: list[Run], column: str) -> list[pd.Series]:
+    """Each run's per-step `column` of metrics.csv; a KeyError names the runs without."""
+    missing = [r.name for r in runs if column not in r.metrics]
+    if missing:
+        raise KeyError(f"no column '{column}' in metrics.csv of: {', '.join(missing)}")
+    return [r.metrics[column] for r in runs]
