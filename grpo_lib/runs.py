@@ -146,7 +146,7 @@ def _last_greedy(evals: pd.DataFrame) -> pd.Series:
 
 
 def _metric(runs: list[Run], column: str) -> list[pd.Series]:
-    """Each run's per-step `column` of metrics.csv; a KeyError names the runs without."""
+    """Each run's per-step `column` of metrics.csv; a KeyError names runs without."""
     missing = [r.name for r in runs if column not in r.metrics]
     if missing:
         raise KeyError(f"no column '{column}' in metrics.csv of: {', '.join(missing)}")
