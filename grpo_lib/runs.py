@@ -137,7 +137,11 @@ def _read_evals(path: Path) -> pd.DataFrame:
     if not path.is_file():
         return pd.DataFrame()
     evals = pd.read_csv(path)
-    return evals.set_index("step" if "step" in evals else "mode")
+    key = "step" if "step" in evals else "mode"
+    if key not in evals:
+        raise ValueError(f"{path} has neither a 'step' nor a 'mode' column: is it an "
+                         f"eval.csv written by the trainer or by `grpo_lib eval`?")
+    return evals.set_index(key)
 
 
 def _last_greedy(evals: pd.DataFrame) -> pd.Series:

@@ -108,3 +108,10 @@ def test_step_less_eval_csv_reads_its_greedy_row(tmp_path):
 def test_committed_step_less_run_loads():
     run = load_run("ch07_r1_zero_fast_multinomial_seed0_cpu")
     assert final_eval([run])[0] == pytest.approx(0.954)
+
+
+def test_an_eval_csv_of_another_kind_is_named(tmp_path):
+    write_run(tmp_path, "odd_seed0_cpu", 0.9, [1.0] * 4)
+    pd.DataFrame({"x": [1]}).to_csv(tmp_path / "odd_seed0_cpu" / "eval.csv", index=False)
+    with pytest.raises(ValueError, match="neither a 'step' nor a 'mode'"):
+        load_run("odd_seed0_cpu", runs_dir=tmp_path)
