@@ -565,12 +565,13 @@ def sampled_lang(m, last=25):
     return m[column].tail(last).mean() if column in m else float("nan")
 
 
-def sampled_mix(start, arm, seed):
-    """Language-mixed share of the final checkpoint's sampled held-out answers."""
+def sampled_rate(start, arm, seed, column="lang_mix_rate"):
+    """A rate of the final checkpoint's sampled held-out answers (`column` of
+    sampled_eval.csv; by default the language-mixed share)."""
     path = RUNS / RUN_NAMES[start, arm].format(seed) / "sampled_eval.csv"
     if not path.exists():  # the GDPO runs kept no checkpoint
         return float("nan")
-    return pd.read_csv(path, index_col="mode").loc["sampled", "lang_mix_rate"]
+    return pd.read_csv(path, index_col="mode").loc["sampled", column]
 
 
 def mixing_table(start, arm, control="accuracy only"):
@@ -579,8 +580,8 @@ def mixing_table(start, arm, control="accuracy only"):
     for seed in SEEDS:
         c, t = evals[start, control, seed], evals[start, arm, seed]
         end_c, end_t = final(c, "lang_mix_rate"), final(t, "lang_mix_rate")
-        sampled_c = sampled_mix(start, control, seed)
-        sampled_t = sampled_mix(start, arm, seed)
+        sampled_c = sampled_rate(start, control, seed)
+        sampled_t = sampled_rate(start, arm, seed)
         rows[f"{start}, seed {seed}"] = {
             "end, ctrl": end_c, "end, arm": end_t,
             "during, ctrl": during(c), "during, arm": during(t),
@@ -1221,13 +1222,17 @@ display(light_acc)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+def se_difference(p, q, n):
+    """Binomial standard error of the difference of two rates, each from n answers:
+    sqrt((p (1 - p) + q (1 - q)) / n)."""
+    return np.sqrt((p * (1 - p) + q * (1 - q)) / n)
+
+
 light_mix_0 = light_start.loc["sampled", "lang_mix_rate"]
 n_light = 500 * 4  # sampled held-out answers per checkpoint
 ctrl_end = light_mix["sampled, ctrl"].to_numpy(dtype=float)
 arm_end = light_mix["sampled, arm"].to_numpy(dtype=float)
-# binomial standard error of a difference of two rates, each from n_light answers
-se_drop = np.sqrt((light_mix_0 * (1 - light_mix_0) + ctrl_end * (1 - ctrl_end))
-                  / n_light)
+se_drop = se_difference(light_mix_0, ctrl_end, n_light)
 say(f"The lighter cold start mixes in {light_mix_0:.3f} of its {n_light:,} sampled "
     f"held-out answers (greedy: {light_start.loc['greedy', 'lang_mix_rate']:.3f}). "
     f"After 150 steps the accuracy-only runs mix in {ctrl_end[0]:.4f} and "
@@ -1325,18 +1330,11 @@ display(self_acc)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-def sampled_strict(start, arm, seed):
-    """Strict accuracy of the final checkpoint's sampled held-out answers."""
-    path = RUNS / RUN_NAMES[start, arm].format(seed) / "sampled_eval.csv"
-    return pd.read_csv(path, index_col="mode").loc["sampled", "strict_acc"]
-
-
-n_self = 500 * 4  # sampled held-out answers per checkpoint
 ctrl = self_mix["sampled, ctrl"].to_numpy(dtype=float)
 arm = self_mix["sampled, arm"].to_numpy(dtype=float)
-se_arms = np.sqrt((ctrl * (1 - ctrl) + arm * (1 - arm)) / n_self)
-self_sampled = {a: [sampled_strict("self-distilled cold start", a, s) for s in SEEDS]
-                for a in ARMS}
+se_arms = se_difference(ctrl, arm, n_light)  # the same 500 x 4 answers per run
+self_sampled = {a: [sampled_rate("self-distilled cold start", a, s, "strict_acc")
+                    for s in SEEDS] for a in ARMS}
 say(f"From the self-distilled start (sampled mixing "
     f"{self_start.loc['sampled', 'lang_mix_rate']:.4f}), the accuracy-only runs end "
     f"with {ctrl[0]:.4f} and {ctrl[1]:.4f} of their sampled held-out answers mixed, "
