@@ -32,7 +32,9 @@
 #    teach; held-out success greedy and sampled, two seeds;
 # 8. **how far the search could go**: the base's search run without a mistake, the
 #    trained policies' mistakes by problem size, and a longer token budget;
-# 9. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
+# 9. **a base that aims**: two more corpora whose attempts aim at the target, two
+#    bases and two seeds each, and how much of the aim the models learn;
+# 10. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -54,7 +56,8 @@ import pandas as pd
 import torch
 import transformers
 
-from grpo_lib.countdown_corpus import (COUNTDOWN_MIXES, chain_attempt,
+from grpo_lib.countdown_corpus import (COUNTDOWN_MIXES, aimed_attempt,
+                                       aimed_last_steps, chain_attempt,
                                        countdown_documents, flawless_search,
                                        render_response, restate)
 from grpo_lib.display import say, show_source
@@ -944,6 +947,109 @@ say(f"At 512 tokens the flawless search answers "
 # is no lever for this model.
 
 # %% [markdown]
+# ## A base that aims
+#
+# The flawless search draws its chains blindly. The last step of a chain is the
+# only one that can be checked against the target, and the corpus picks its
+# operator at random, where a person picks `27 + 1`, not `27 * 1`, for 28. Two more
+# corpora write that habit into the traces. In `aimed`, the last step of every
+# attempt takes an operator that reaches the target whenever one does; in
+# `lookahead`, the step before it is also chosen so that the last step can hit.
+# Flaws, rates and missed attempts are the chain corpus's.
+
+# %%
+show_source(aimed_attempt, docstring=False)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+MIXES = ["chain", "aimed", "lookahead"]
+search_rng = random.Random(0)
+aiming = pd.DataFrame([
+    {"corpus": mix, "size": len(row["numbers"]), "right": flawless_search(
+        row, tok2, 256, search_rng, COUNTDOWN_MIXES[mix])}
+    for mix in MIXES for row in test_rows.select(range(n_flawless)) for _ in range(4)])
+ceiling = aiming.pivot_table(index="corpus", columns="size", values="right")
+ceiling.columns = [f"{n} numbers" for n in ceiling.columns]
+ceiling["all"] = aiming.groupby("corpus")["right"].mean()
+ceiling = ceiling.loc[MIXES]
+print(f"flawless search, success in 256 tokens ({n_flawless} held-out problems x 4)")
+print(ceiling.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %% [markdown]
+# Aiming lifts what the search can do in 256 tokens, most of all on four
+# numbers. Two bases were pretrained on these corpora exactly as the chain base
+# was, then trained with the fourth try's levers at twice its learning rate (2e-4),
+# two seeds each. They ran on an H100 (`scripts/countdown_bases_gpu.sh`: 90-95 s of
+# pretraining per base, about 230 s per GRPO run), where the fast engine draws by
+# inverse CDF and replays each decode step as one CUDA graph. The chain base's runs
+# at 2e-4 ran on this book's CPU. Every model gets the held-out protocol above.
+# The table also reads the traces: among the attempts whose last step could reach
+# the target, the share that took an operator that does (`aimed_last_steps`).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def aim_rate(answers):
+    """Of the attempts whose last step could hit, the share that did."""
+    counts = [aimed_last_steps(text) for text in
+              answers.query("mode == 'sampled'")["completion"]]
+    return sum(took for _, took in counts) / sum(could for could, _ in counts)
+
+
+def read_answers(folder, step):
+    return pd.read_json(RUNS / folder / f"sampled_eval_step{step}_answers.jsonl.gz",
+                        lines=True)
+
+
+aimers = {"chain": load_seeds("ch17_chain_anchored_lr2e-4"),
+          "aimed": load_seeds("ch17_aimed", device="h100"),
+          "lookahead": load_seeds("ch17_lookahead", device="h100")}
+rows = {}
+for mix, runs in aimers.items():
+    base_eval, *trained = [
+        pd.read_csv(RUNS / r.name / f"sampled_eval_step{step}.csv", index_col=0)
+        .loc["sampled", "strict_acc"]
+        for r, step in [(runs[0], 0)] + [(r, 100) for r in runs]]
+    rows[mix] = {"flawless": ceiling.loc[mix, "all"], "base": base_eval,
+                 "seed 0": trained[0], "seed 1": trained[1],
+                 "rise (points)": 100 * (sum(trained) / 2 - base_eval)}
+aim = {"chain": aim_rate(read_answers(anchored[0].name, 0))}
+for mix in ("aimed", "lookahead"):
+    aim[mix] = aim_rate(read_answers(aimers[mix][0].name, 0))
+    aim[f"{mix}, trained"] = sum(aim_rate(read_answers(r.name, 100))
+                                 for r in aimers[mix]) / 2
+aims = pd.DataFrame(rows).T
+aims["base aims"] = pd.Series({mix: aim[mix] for mix in MIXES})
+print("held-out sampled success, 500 problems x 4 samples at temperature 1")
+print(aims.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+say(f"Run flawlessly, the aimed search answers {ceiling.loc['aimed', 'all']:.3f} of "
+    f"the problems and the lookahead search {ceiling.loc['lookahead', 'all']:.3f}, "
+    f"against {ceiling.loc['chain', 'all']:.3f} for chains. The bases answer "
+    f"{aims.loc['chain', 'base']:.3f}, {aims.loc['aimed', 'base']:.3f} and "
+    f"{aims.loc['lookahead', 'base']:.3f}; GRPO adds "
+    f"{aims.loc['chain', 'rise (points)']:.1f}, "
+    f"{aims.loc['aimed', 'rise (points)']:.1f} and "
+    f"{aims.loc['lookahead', 'rise (points)']:.1f} points. Where the last step could "
+    f"hit, the chain base takes a hitting operator in {aim['chain']:.3f} of its "
+    f"attempts, the aimed base in {aim['aimed']:.3f} and the lookahead base in "
+    f"{aim['lookahead']:.3f}; after GRPO, {aim['aimed, trained']:.3f} and "
+    f"{aim['lookahead, trained']:.3f}.")
+
+# %% [markdown]
+# The corpora aim and the models do not. Every last step of the aimed corpus
+# hits when it can, yet the aimed base takes a hitting operator no more often than
+# the chain base, which never saw an aimed step. The trace writes the operator
+# before its result, so aiming means working out the result of every operator
+# inside the one token that picks it. The traces never show that work, and a model
+# of a million parameters does not learn it from 64,000 of them. GRPO moves
+# the share by a few points. The new bases gain a little more than the chain base,
+# with another sampler on another device, and stay far below what their own search
+# allows when it aims. What a small model learns from a trace is the work the
+# trace writes out, not the choices it makes silently.
+
+# %% [markdown]
 # ## What the numbers check blocks
 #
 # `metrics.csv` logs, at every step, the share of the 128 sampled answers that a
@@ -1024,6 +1130,11 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   gained most on three numbers. On four numbers right answers are too rare for
 #   the reward to pay for keeping every number. A longer token budget does not
 #   help a model pretrained on shorter traces.
+# - Traces whose attempts aim at the target make a search that could answer far
+#   more, but the bases pretrained on them aim no better than the chain base: the
+#   choice of operator is made in one token, without the work written out. GRPO
+#   adds a couple of points more on them than on the chain base (with another
+#   sampler, on another device), far below what an aimed search allows.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.

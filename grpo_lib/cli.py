@@ -218,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the designed corpus: arithmetic, or Countdown (chapter 17)")
     p.add_argument("--countdown-mix", default="tree", choices=list(COUNTDOWN_MIXES),
                    help="Countdown's attempts (grpo_lib.countdown_corpus."
-                        "COUNTDOWN_MIXES): tree (the first base) or chain")
+                        "COUNTDOWN_MIXES): tree (the first base), chain, aimed "
+                        "or lookahead")
     p.add_argument("--init-from", default=None, metavar="MODEL",
                    help="continue pretraining this model (with its tokenizer) instead "
                         "of starting from random weights")

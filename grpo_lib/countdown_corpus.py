@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from dataclasses import asdict, dataclass
 
 from .tasks.countdown import countdown_prompt
@@ -41,7 +42,7 @@ from .tasks.countdown import countdown_prompt
 MAX_VALUE = 999  # intermediate results stay small, as a tiny model's arithmetic needs
 
 BEHAVIOURS = ("correct", "give_up", "drop_number", "no_tags", "unclosed_think")
-ATTEMPT_STYLES = ("tree", "chain")
+ATTEMPT_STYLES = ("tree", "chain", "aimed", "lookahead")
 
 
 @dataclass
@@ -55,7 +56,7 @@ class CountdownMix:
     format_rate: float = 0.3
     format_rate_other: float = 0.03
     max_misses: int = 4  # missed attempts before the hit: uniform in 0..max_misses
-    attempt: str = "tree"  # "tree": random_attempt; "chain": chain_attempt
+    attempt: str = "tree"  # "tree", "chain" or "aimed": see draw_attempt
     max_value: int = MAX_VALUE  # largest intermediate result an attempt may show
 
     def __post_init__(self):
@@ -125,10 +126,9 @@ def find_attempts(numbers: list[int], target: int, rng: random.Random,
     """Random attempts sorted into hits and misses (``tries`` draws), in the
     ``mix``'s attempt style (:func:`random_attempt` by default)."""
     mix = mix or CountdownMix()
-    draw = chain_attempt if mix.attempt == "chain" else random_attempt
     hits, misses = [], []
     for _ in range(tries):
-        attempt = draw(numbers, rng, mix.max_value)
+        attempt = draw_attempt(numbers, target, rng, mix)
         if attempt is not None:
             (hits if attempt[2] == target else misses).append(attempt)
     return hits, misses
@@ -248,12 +248,105 @@ def chain_attempt(numbers: list[int], rng: random.Random, max_value: int = MAX_V
     return steps, expression, value
 
 
+def aimed_attempt(numbers: list[int], target: int, rng: random.Random,
+                  max_value: int = MAX_VALUE):
+    """A :func:`chain_attempt` whose last step aims at ``target``: the last
+    operator is one that reaches it when one does, and a random one otherwise.
+
+    ``((a op b) op c) op d``: the first steps are random, as in a chain; only the
+    step that can be checked against the target is chosen, as a person picks
+    ``27 + 1`` and not ``27 * 1`` for 28. ``None`` when a draw gets stuck.
+    """
+    attempt = chain_attempt(numbers[:], rng, max_value)
+    if attempt is None:
+        return None
+    steps, expression, value = attempt
+    a, _, b, _ = steps[-1]
+    hits = [op for op, v in _steps_of(a, b, max_value) if v == target]
+    if not hits:
+        return attempt
+    op = rng.choice(hits)
+    head = expression.rsplit(" ", 2)[0]  # the expression without "op b"
+    return steps[:-1] + [(a, op, b, target)], f"{head} {op} {b}", target
+
+
+def lookahead_attempt(numbers: list[int], target: int, rng: random.Random,
+                      max_value: int = MAX_VALUE):
+    """An :func:`aimed_attempt` that also aims its next-to-last step: that
+    operator is one from which the last step can reach ``target``, when one is.
+
+    ``((a op b) op c) op d``: with ``a op b`` drawn, ``op c`` is chosen looking one
+    step ahead, then ``op d`` as in :func:`aimed_attempt`. ``None`` when stuck.
+    """
+    order = rng.sample(numbers, len(numbers))
+    value, expression, steps = order[0], str(order[0]), []
+    for i, b in enumerate(order[1:]):
+        choices = _steps_of(value, b, max_value)
+        left = len(order) - 2 - i  # numbers after b
+        if left == 0:
+            aimed = [c for c in choices if c[1] == target]
+        elif left == 1:
+            d = order[-1]
+            aimed = [c for c in choices
+                     if any(v == target for _, v in _steps_of(c[1], d, max_value))]
+        else:
+            aimed = []
+        if not choices:
+            return None
+        op, result = rng.choice(aimed or choices)
+        steps.append((value, op, b, result))
+        wrapped = expression if len(steps) == 1 else f"({expression})"
+        value, expression = result, f"{wrapped} {op} {b}"
+    return steps, expression, value
+
+
+def draw_attempt(numbers: list[int], target: int, rng: random.Random,
+                 mix: CountdownMix):
+    """One attempt in the ``mix``'s style: ``"tree"`` :func:`random_attempt`,
+    ``"chain"`` :func:`chain_attempt`, ``"aimed"`` :func:`aimed_attempt`."""
+    if mix.attempt == "aimed":
+        return aimed_attempt(numbers, target, rng, mix.max_value)
+    if mix.attempt == "lookahead":
+        return lookahead_attempt(numbers, target, rng, mix.max_value)
+    draw = chain_attempt if mix.attempt == "chain" else random_attempt
+    return draw(numbers, rng, mix.max_value)
+
+
+_WORKED_STEP = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
+
+
+def aimed_last_steps(text: str, max_value: int = 100) -> tuple[int, int]:
+    """``(could, took)`` for one response: its attempts whose last step could reach
+    the target, and how many of those took an operator that does.
+
+    An attempt is a sentence of worked steps ``a op b = v``; its last step could
+    reach the target (as the trace's copy of the problem states it) when an
+    operator of ``a`` and ``b`` gives it. A search that aims takes it every time.
+    """
+    stated = re.search(r"target (\d+)\.", text)
+    if stated is None:
+        return 0, 0
+    target, could, took = int(stated.group(1)), 0, 0
+    for sentence in text.split("</think>")[0].split(". "):
+        steps = _WORKED_STEP.findall(sentence)
+        if not steps:
+            continue
+        a, op, b, _ = steps[-1]
+        hits = [o for o, v in _steps_of(int(a), int(b), max_value) if v == target]
+        could += bool(hits)
+        took += op in hits
+    return could, took
+
+
 COUNTDOWN_MIXES = {
     "tree": CountdownMix(),
     "chain": CountdownMix(attempt="chain", max_value=100, max_misses=5),
+    "aimed": CountdownMix(attempt="aimed", max_value=100, max_misses=5),
+    "lookahead": CountdownMix(attempt="lookahead", max_value=100, max_misses=5),
 }
 """The mixes ``pretrain --task countdown --countdown-mix NAME`` can draw: ``tree``
-made the first Countdown base, ``chain`` the second (chapter 17)."""
+made the first Countdown base, ``chain`` the second, ``aimed`` the third
+(chapter 17)."""
 
 
 def flawless_search(problem: dict, tokenizer, max_tokens: int, rng: random.Random,
@@ -267,11 +360,10 @@ def flawless_search(problem: dict, tokenizer, max_tokens: int, rng: random.Rando
     its answer block, still fits. A stuck draw is drawn again, up to ``max_draws``.
     """
     mix = mix or COUNTDOWN_MIXES["chain"]
-    draw = chain_attempt if mix.attempt == "chain" else random_attempt
     numbers, target = list(problem["numbers"]), int(problem["target"])
     think = restate(numbers, target)
     for _ in range(max_draws):
-        attempt = draw(numbers, rng, mix.max_value)
+        attempt = draw_attempt(numbers, target, rng, mix)
         if attempt is None:
             continue
         steps, expression, value = attempt

@@ -9,6 +9,8 @@ from fractions import Fraction
 
 import pytest
 
+from transformers import AutoTokenizer
+
 from grpo_lib import countdown_corpus as cc
 from grpo_lib.evaluation import completion_correct
 from grpo_lib.rewards import (COUNTDOWN_VERDICTS, countdown_answer_reward,
@@ -19,6 +21,7 @@ from grpo_lib.tasks.countdown import DATA_DIR
 
 PROBLEM = {"numbers": [1, 13, 14], "target": 28}
 FOUR = {"numbers": [7, 16, 4, 5], "target": 18}
+CHAIN_BASE = DATA_DIR.parents[0] / "models" / "tiny-qwen2-countdown-chain-base"
 
 
 def train_rows(n=300):
@@ -347,3 +350,56 @@ def test_flawless_search_succeeds_more_often_with_more_tokens():
     rate = {budget: sum(cc.flawless_search(r, tok, budget, random.Random(i))
                         for i, r in enumerate(rows)) for budget in (64, 512)}
     assert rate[64] < rate[512]
+
+
+def test_an_aimed_attempt_takes_an_operator_that_reaches_the_target_when_one_does():
+    rng = random.Random(3)
+    mix = cc.COUNTDOWN_MIXES["aimed"]
+    for problem in train_rows(60):
+        numbers, target = problem["numbers"], problem["target"]
+        for _ in range(20):
+            attempt = cc.draw_attempt(numbers, target, rng, mix)
+            if attempt is None:
+                continue
+            steps, expression, value = attempt
+            a, _, b, result = steps[-1]
+            reachable = [v for _, v in cc._steps_of(a, b, 100)]
+            assert (value == target) == (target in reachable)  # aimed: hit if possible
+            assert safe_eval(expression) == Fraction(value) == Fraction(result)
+            assert sorted(expression_literals(expression)) == sorted(numbers)
+
+
+def test_a_lookahead_attempt_aims_its_next_to_last_step_too():
+    rng = random.Random(5)
+    mix = cc.COUNTDOWN_MIXES["lookahead"]
+    four = [p for p in train_rows(200) if len(p["numbers"]) == 4][:40]
+    for problem in four:
+        numbers, target = problem["numbers"], problem["target"]
+        for _ in range(20):
+            attempt = cc.draw_attempt(numbers, target, rng, mix)
+            if attempt is None:
+                continue
+            steps, _, value = attempt
+            (x, _, c, _), (y, _, d, _) = steps[-2], steps[-1]
+            # a hit was within reach of the next-to-last step: the attempt found one
+            within = any(v == target for _, mid in cc._steps_of(x, c, 100)
+                         for _, v in cc._steps_of(mid, d, 100))
+            assert (value == target) == within
+    # searched flawlessly, aiming answers more problems in 256 tokens than chains do
+    tok = AutoTokenizer.from_pretrained(CHAIN_BASE)
+    problems = train_rows(60)
+    rates = {}
+    for name in ("chain", "aimed", "lookahead"):
+        rng = random.Random(0)
+        rates[name] = sum(cc.flawless_search(p, tok, 256, rng, cc.COUNTDOWN_MIXES[name])
+                          for p in problems) / len(problems)
+    assert rates["chain"] < rates["aimed"] < rates["lookahead"]
+
+
+def test_aimed_last_steps_counts_the_attempts_that_could_hit_and_did():
+    text = ("<think> Numbers 1, 13, 14; target 28. 13 * 1 = 13, 13 + 14 = 27, not 28. "
+            "14 + 13 = 27, 27 * 1 = 27, not 28. 13 - 1 = 12, 12 + 14 = 26, not 28. "
+            "14 + 13 = 27, 27 + 1 = 28. </think> <answer> (14 + 13) + 1 </answer>")
+    assert cc.aimed_last_steps(text) == (2, 1)  # 27 and 1 could hit twice, did once
+    assert cc.aimed_last_steps("<answer> 1 + 2 </answer>") == (0, 0)  # no trace
+    assert cc.aimed_last_steps("<think> Numbers 3, 4; target 7. </think>") == (0, 0)
