@@ -352,39 +352,36 @@ def test_flawless_search_succeeds_more_often_with_more_tokens():
     assert rate[64] < rate[512]
 
 
-def test_an_aimed_attempt_takes_an_operator_that_reaches_the_target_when_one_does():
-    rng = random.Random(3)
-    mix = cc.COUNTDOWN_MIXES["aimed"]
-    for problem in train_rows(60):
+def mix_draws(name, problems, seed):
+    """``(numbers, target, (steps, expression, value))``: 20 draws of the mix's
+    attempt on each problem (a stuck draw is skipped)."""
+    rng = random.Random(seed)
+    for problem in problems:
         numbers, target = problem["numbers"], problem["target"]
         for _ in range(20):
-            attempt = cc.draw_attempt(numbers, target, rng, mix)
-            if attempt is None:
-                continue
-            steps, expression, value = attempt
-            a, _, b, result = steps[-1]
-            reachable = [v for _, v in cc._steps_of(a, b, 100)]
-            assert (value == target) == (target in reachable)  # aimed: hit if possible
-            assert safe_eval(expression) == Fraction(value) == Fraction(result)
-            assert sorted(expression_literals(expression)) == sorted(numbers)
+            attempt = cc.draw_attempt(numbers, target, rng, cc.COUNTDOWN_MIXES[name])
+            if attempt is not None:
+                yield numbers, target, attempt
+
+
+def test_an_aimed_attempt_takes_an_operator_that_reaches_the_target_when_one_does():
+    for numbers, target, (steps, expression, value) in mix_draws(
+            "aimed", train_rows(60), 3):
+        a, _, b, result = steps[-1]
+        reachable = [v for _, v in cc._steps_of(a, b, 100)]
+        assert (value == target) == (target in reachable)  # aimed: hit if possible
+        assert safe_eval(expression) == Fraction(value) == Fraction(result)
+        assert sorted(expression_literals(expression)) == sorted(numbers)
 
 
 def test_a_lookahead_attempt_aims_its_next_to_last_step_too():
-    rng = random.Random(5)
-    mix = cc.COUNTDOWN_MIXES["lookahead"]
     four = [p for p in train_rows(200) if len(p["numbers"]) == 4][:40]
-    for problem in four:
-        numbers, target = problem["numbers"], problem["target"]
-        for _ in range(20):
-            attempt = cc.draw_attempt(numbers, target, rng, mix)
-            if attempt is None:
-                continue
-            steps, _, value = attempt
-            (x, _, c, _), (y, _, d, _) = steps[-2], steps[-1]
-            # a hit was within reach of the next-to-last step: the attempt found one
-            within = any(v == target for _, mid in cc._steps_of(x, c, 100)
-                         for _, v in cc._steps_of(mid, d, 100))
-            assert (value == target) == within
+    for _, target, (steps, _, value) in mix_draws("lookahead", four, 5):
+        (x, _, c, _), (_, _, d, _) = steps[-2], steps[-1]
+        # a hit was within reach of the next-to-last step: the attempt found one
+        within = any(v == target for _, mid in cc._steps_of(x, c, 100)
+                     for _, v in cc._steps_of(mid, d, 100))
+        assert (value == target) == within
     # searched flawlessly, aiming answers more problems in 256 tokens than chains do
     tok = AutoTokenizer.from_pretrained(CHAIN_BASE)
     problems = train_rows(60)
