@@ -56,7 +56,7 @@ class CountdownMix:
     format_rate: float = 0.3
     format_rate_other: float = 0.03
     max_misses: int = 4  # missed attempts before the hit: uniform in 0..max_misses
-    attempt: str = "tree"  # "tree", "chain" or "aimed": see draw_attempt
+    attempt: str = "tree"  # one of ATTEMPT_STYLES: see draw_attempt
     max_value: int = MAX_VALUE  # largest intermediate result an attempt may show
 
     def __post_init__(self):
@@ -303,7 +303,8 @@ def lookahead_attempt(numbers: list[int], target: int, rng: random.Random,
 def draw_attempt(numbers: list[int], target: int, rng: random.Random,
                  mix: CountdownMix):
     """One attempt in the ``mix``'s style: ``"tree"`` :func:`random_attempt`,
-    ``"chain"`` :func:`chain_attempt`, ``"aimed"`` :func:`aimed_attempt`."""
+    ``"chain"`` :func:`chain_attempt`, ``"aimed"`` :func:`aimed_attempt`,
+    ``"lookahead"`` :func:`lookahead_attempt`."""
     if mix.attempt == "aimed":
         return aimed_attempt(numbers, target, rng, mix.max_value)
     if mix.attempt == "lookahead":
