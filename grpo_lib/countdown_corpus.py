@@ -302,9 +302,8 @@ def lookahead_attempt(numbers: list[int], target: int, rng: random.Random,
 
 def draw_attempt(numbers: list[int], target: int, rng: random.Random,
                  mix: CountdownMix):
-    """One attempt in the ``mix``'s style: ``"tree"`` :func:`random_attempt`,
-    ``"chain"`` :func:`chain_attempt`, ``"aimed"`` :func:`aimed_attempt`,
-    ``"lookahead"`` :func:`lookahead_attempt`."""
+    """One attempt in the ``mix``'s style: ``"tree"`` :func:`random_attempt`, or
+    the ``*_attempt`` function of the style's name (chain, aimed, lookahead)."""
     if mix.attempt == "aimed":
         return aimed_attempt(numbers, target, rng, mix.max_value)
     if mix.attempt == "lookahead":
