@@ -451,7 +451,9 @@ def add_rejection_parser(subparsers) -> argparse.ArgumentParser:
         "rejection-sample",
         help="sample K answers per training prompt, keep the correct readable ones")
     p.add_argument("--model", required=True, help="checkpoint folder or hub name")
-    p.add_argument("--task", default="arithmetic")
+    p.add_argument("--task", default="arithmetic", choices=["arithmetic"],
+                   help="the filters (known words) and the SFT rows' user turn "
+                        "(What is ...?) are the arithmetic task's")
     p.add_argument("--split", default="train")
     p.add_argument("--n", type=int, default=500, help="the first N prompts")
     p.add_argument("--k", type=int, default=SAMPLES_PER_PROMPT,

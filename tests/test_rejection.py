@@ -231,6 +231,10 @@ def test_cli_parser_defaults():
     args = parser.parse_args(["rejection-sample", "--model", "m"])
     assert args.k == 16 and args.split == "train" and args.max_per_prompt is None
     assert callable(args.func)
+    # Countdown's traces would fail the known-words filter, and its SFT rows would get
+    # the arithmetic user turn: the command refuses the task instead
+    with pytest.raises(SystemExit):
+        parser.parse_args(["rejection-sample", "--model", "m", "--task", "countdown"])
 
 
 def test_cli_writes_kept_control_candidates_and_yields(tiny, tmp_path, capsys):
