@@ -14,6 +14,12 @@
 # 3. the held-out protocol of chapter 17 for the base and both final checkpoints:
 #    500 problems x 4 samples at temperature 1, 256 tokens, float32, every answer kept.
 # Settings for a quick check: PRE_STEPS, RL_STEPS, EVAL_N, SAMPLER.
+#
+# On the lent H100 (2026-11-27) this needed wheels the image lacks: datasets, dill,
+# multiprocess, and math-verify with latex2sympy2_extended and antlr4-python3-runtime
+# (the harness's answer check imports math_verify; without it every GRPO run stops at
+# its first evaluation). The checkout travels only under 64 MiB: the 41 MB
+# small-qwen2-base, data/runs and the stored notebooks were moved aside for the call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: countdown_bases_gpu.sh OUT_DIR}
