@@ -979,10 +979,10 @@ print(ceiling.to_string(float_format=lambda v: f"{v:.3f}"))
 # Aiming lifts what the search can do in 256 tokens, most of all on four
 # numbers. Two bases were pretrained on these corpora exactly as the chain base
 # was, then trained with the fourth try's levers at twice its learning rate (2e-4),
-# two seeds each. They ran on an H100 (`scripts/countdown_bases_gpu.sh`: 90-95 s of
-# pretraining per base, about 230 s per GRPO run), where the fast engine draws by
-# inverse CDF and replays each decode step as one CUDA graph. The chain base's runs
-# at 2e-4 ran on this book's CPU. Every model gets the held-out protocol above.
+# two seeds each. They ran on an H100 (`scripts/countdown_bases_gpu.sh`), where the
+# fast engine draws by inverse CDF and replays each decode step as one CUDA graph.
+# The chain base's runs at 2e-4 ran on this book's CPU. Every model gets the
+# held-out protocol above.
 # The table also reads the traces: among the attempts whose last step could reach
 # the target, the share that took an operator that does (`aimed_last_steps`).
 
@@ -1021,6 +1021,15 @@ aims = pd.DataFrame(rows).T
 aims["base aims"] = pd.Series({mix: aim[mix] for mix in MIXES})
 print("held-out sampled success, 500 problems x 4 samples at temperature 1")
 print(aims.to_string(float_format=lambda v: f"{v:.3f}"))
+gpu_runs = aimers["aimed"] + aimers["lookahead"]
+pretrained = [json.loads((RUNS / r.name / "base_pretrain_info.json").read_text())
+              for r in gpu_runs]
+print(f"on {pretrained[0]['device']}: pretraining "
+      f"{min(p['wall_time_s'] for p in pretrained):.0f}-"
+      f"{max(p['wall_time_s'] for p in pretrained):.0f} s per base on "
+      f"{pretrained[0]['documents']:,} traces, GRPO "
+      f"{min(r.metrics['time_step'].sum() for r in gpu_runs):.0f}-"
+      f"{max(r.metrics['time_step'].sum() for r in gpu_runs):.0f} s of steps per run")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1043,11 +1052,11 @@ say(f"Run flawlessly, the aimed search answers {ceiling.loc['aimed', 'all']:.3f}
 # the chain base, which never saw an aimed step. The trace writes the operator
 # before its result, so aiming means working out the result of every operator
 # inside the one token that picks it. The traces never show that work, and a model
-# of a million parameters does not learn it from 64,000 of them. GRPO moves
-# the share by a few points. The new bases gain a little more than the chain base,
-# with another sampler on another device, and stay far below what their own search
-# allows when it aims. What a small model learns from a trace is the work the
-# trace writes out, not the choices it makes silently.
+# of a million parameters does not learn it from the traces it was pretrained on.
+# GRPO moves the share by a few points. The new bases gain a little more than the
+# chain base, with another sampler on another device, and stay far below what
+# their own search allows when it aims. What a small model learns from a trace is
+# the work the trace writes out, not the choices it makes silently.
 
 # %% [markdown]
 # ## What the numbers check blocks
