@@ -37,7 +37,7 @@ import random
 import re
 from dataclasses import asdict, dataclass
 
-from .tasks.countdown import countdown_prompt
+from .tasks.countdown import countdown_prompt, worked_steps
 
 MAX_VALUE = 999  # intermediate results stay small, as a tiny model's arithmetic needs
 
@@ -312,27 +312,25 @@ def draw_attempt(numbers: list[int], target: int, rng: random.Random,
     return draw(numbers, rng, mix.max_value)
 
 
-_WORKED_STEP = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
-
-
 def aimed_last_steps(text: str, max_value: int = 100) -> tuple[int, int]:
     """``(could, took)`` for one response: its attempts whose last step could reach
     the target, and how many of those took an operator that does.
 
-    An attempt is a sentence of worked steps ``a op b = v``; its last step could
-    reach the target (as the trace's copy of the problem states it) when an
-    operator of ``a`` and ``b`` gives it. A search that aims takes it every time.
+    An attempt is a sentence of worked steps ``a op b = v`` (read by
+    :func:`grpo_lib.tasks.countdown.worked_steps`); its last step could reach the
+    target (as the trace's copy of the problem states it) when an operator of ``a``
+    and ``b`` gives it. A search that aims takes it every time.
     """
-    stated = re.search(r"target (\d+)\.", text)
+    stated = re.search(r"target (\d{1,12})\.", text)
     if stated is None:
         return 0, 0
     target, could, took = int(stated.group(1)), 0, 0
     for sentence in text.split("</think>")[0].split(". "):
-        steps = _WORKED_STEP.findall(sentence)
+        steps = worked_steps(sentence)
         if not steps:
             continue
-        a, op, b, _ = steps[-1]
-        hits = [o for o, v in _steps_of(int(a), int(b), max_value) if v == target]
+        a, op, b, _, _ = steps[-1]
+        hits = [o for o, v in _steps_of(a, b, max_value) if v == target]
         could += bool(hits)
         took += op in hits
     return could, took
@@ -345,8 +343,8 @@ COUNTDOWN_MIXES = {
     "lookahead": CountdownMix(attempt="lookahead", max_value=100, max_misses=5),
 }
 """The mixes ``pretrain --task countdown --countdown-mix NAME`` can draw: ``tree``
-made the first Countdown base, ``chain`` the second, ``aimed`` the third
-(chapter 17)."""
+made the first Countdown base, ``chain`` the second, ``aimed`` and ``lookahead``
+the two of chapter 17's "A base that aims"."""
 
 
 def flawless_search(problem: dict, tokenizer, max_tokens: int, rng: random.Random,

@@ -400,3 +400,7 @@ def test_aimed_last_steps_counts_the_attempts_that_could_hit_and_did():
     assert cc.aimed_last_steps(text) == (2, 1)  # 27 and 1 could hit twice, did once
     assert cc.aimed_last_steps("<answer> 1 + 2 </answer>") == (0, 0)  # no trace
     assert cc.aimed_last_steps("<think> Numbers 3, 4; target 7. </think>") == (0, 0)
+    # an adversarial trace: digits past int()'s limit are no step and no target
+    huge = "9" * 5000
+    assert cc.aimed_last_steps(f"target {huge}. {huge} + 1 = {huge}.") == (0, 0)
+    assert cc.aimed_last_steps(f"target 28. {huge} + 1 = 2. 27 + 1 = 28.") == (1, 1)
