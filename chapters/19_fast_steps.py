@@ -333,7 +333,8 @@ print(f"one draw for 64 rows of {s.vocab_size} logits: "
 # for prompts of $P$ tokens and completions of $C$.
 
 # %%
-show_source(group_logprobs, start="for layer in body.layers", end="x = x + m.down_proj")
+show_source(group_logprobs, start="for layer in body.layers",
+            end="x = x + lin(m.down_proj")
 
 # %%
 n_groups = 2
@@ -598,6 +599,43 @@ say(f"The update's products run at {share.iloc[2]:.0%} of the peak, a decode ste
           if share.iloc[3] > 1 else "")
        + ". The fast step packs every matrix of a float32 rollout on a CPU."
        if packed_ok else "This torch has no oneDNN, so nothing is packed here."))
+
+# %% [markdown]
+# The update multiplies by the same weights twice per layer: $y = xW^\top$ forward,
+# and $gW$ backward for the gradient of its input. (The weight's own gradient,
+# $g^\top x$, multiplies two activations, and nothing can be packed in advance.)
+# `grpo_lib.packed_linear.linear` gives both products packed copies of $W$. The
+# optimizer changes the weights in place after every step, so it keeps a plain copy
+# beside the packed ones and packs a weight again whenever the two differ.
+# `group_logprobs` uses it by default (`packed=True`). One micro-batch of the update
+# above, forward and backward, each way:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def update_ms(packed):
+    def once():
+        hf.zero_grad()
+        start = time.perf_counter()
+        group_logprobs(hf, gp_ids, gp_mask, c_ids, c_mask,
+                       packed=packed).sum().backward()
+        return time.perf_counter() - start
+
+    once()  # warm-up, and the packing
+    return 1e3 * min(once() for _ in range(5))
+
+
+packed_update = pd.Series({"plain products": update_ms(False),
+                           "packed weights": update_ms(True)},
+                          name="forward + backward (ms)")
+packed_update.to_frame()
+
+# %%
+say(f"With the weights packed the micro-batch takes "
+    f"{packed_update['packed weights']:.1f} ms against "
+    f"{packed_update['plain products']:.1f} ms, "
+    f"{packed_update['plain products'] / packed_update['packed weights']:.2f} times "
+    "faster" + ("." if packed_ok and hf.device.type == "cpu" else
+                ": the same path, as packing applies to float32 on a CPU only."))
 
 # %% [markdown]
 # Each decode step also reads the whole key/value cache of every layer, a cost that

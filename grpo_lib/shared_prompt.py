@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .logprobs import entropy_from_logits, selective_log_softmax
+from .packed_linear import linear as packed_linear
 from .qwen2 import (ATTENTION_FUNCTIONS, Qwen2, Qwen2Settings, attention_allowed,
                     rms_norm, rope_cos_sin, rotate_half)
 
@@ -57,7 +58,7 @@ def rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 def group_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor,
                    completion_ids: Tensor, completion_mask: Tensor,
                    temperature: float = 1.0, return_entropy: bool = False,
-                   attention: str | None = None):
+                   attention: str | None = None, packed: bool = True):
     """Per-token log-probs ``[N G, C]`` of the completions, as
     :func:`grpo_lib.logprobs.sequence_logprobs` returns them, from one prompt row per
     group.
@@ -71,6 +72,10 @@ def group_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor,
     :func:`grpo_lib.qwen2.grouped_query_attention`); by default the fused kernel,
     except in bfloat16 on a CPU, where its backward pass is several times slower than
     the formula's at this book's sizes (chapter 19 measures it).
+
+    ``packed``: multiply by the weights through oneDNN's packed copies where that
+    applies (float32 on a CPU, :mod:`grpo_lib.packed_linear`); the same results to
+    round-off, faster.
     """
     (N, P), (rows, C) = prompt_ids.shape, completion_ids.shape
     if N == 0 or rows % N:
@@ -104,12 +109,17 @@ def group_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor,
     if attention is None:
         attention = "eager" if x.dtype == torch.bfloat16 and x.is_cpu else "sdpa"
     attend = ATTENTION_FUNCTIONS[attention]
+    product = packed_linear if packed else F.linear
+
+    def lin(layer, inputs):  # layer(inputs)
+        return product(inputs, layer.weight, layer.bias)
+
     for layer in body.layers:
         a, m = layer.self_attn, layer.mlp
         h = rms_norm(x, layer.input_layernorm.weight, eps)  # [T, D]
-        q = rope(a.q_proj(h).view(len(h), -1, d), cos, sin)  # [T, H, d]
-        k = rope(a.k_proj(h).view(len(h), -1, d), cos, sin)  # [T, H_kv, d]
-        v = a.v_proj(h).view(len(h), -1, d)  # [T, H_kv, d]
+        q = rope(lin(a.q_proj, h).view(len(h), -1, d), cos, sin)  # [T, H, d]
+        k = rope(lin(a.k_proj, h).view(len(h), -1, d), cos, sin)  # [T, H_kv, d]
+        v = lin(a.v_proj, h).view(len(h), -1, d)  # [T, H_kv, d]
         q_p, k_p, v_p = (t[:NP].view(N, P, -1, d).transpose(1, 2) for t in (q, k, v))
         q_c, k_c, v_c = (t[NP:].view(rows, C, -1, d).transpose(1, 2)
                          for t in (q, k, v))  # [N G, heads, C, d]
@@ -119,15 +129,16 @@ def group_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor,
         out_c = attend(q_c, k_all, v_all, allowed_c)  # [N G, H, C, d]
         out = torch.cat([out_p.transpose(1, 2).reshape(NP, -1),
                          out_c.transpose(1, 2).reshape(rows * C, -1)])  # [T, H d]
-        x = x + a.o_proj(out)
+        x = x + lin(a.o_proj, out)
         h = rms_norm(x, layer.post_attention_layernorm.weight, eps)
-        x = x + m.down_proj(F.silu(m.gate_proj(h)) * m.up_proj(h))  # [T, D]
+        gated = F.silu(lin(m.gate_proj, h)) * lin(m.up_proj, h)  # [T, F]
+        x = x + lin(m.down_proj, gated)  # [T, D]
     # the prompt's last position predicts c_0; completion position j-1 predicts c_j
     last = x[:NP].view(N, P, -1)[:, -1:].repeat_interleave(G, 0)  # [N G, 1, D]
     h = torch.cat([last, x[NP:].view(rows, C, -1)[:, :-1]], 1)  # [N G, C, D]
     h = rms_norm(h, body.norm.weight, eps)
     head = getattr(model, "lm_head", None)
-    logits = h @ (body.embed_tokens.weight if head is None else head.weight).t()
+    logits = product(h, body.embed_tokens.weight if head is None else head.weight)
     if temperature != 1.0:
         logits = logits / temperature  # [N G, C, V]
     mask = completion_mask.bool()
