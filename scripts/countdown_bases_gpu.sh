@@ -6,14 +6,17 @@
 #
 # For each corpus mix of grpo_lib.countdown_corpus.COUNTDOWN_MIXES named in MIXES
 # (default "aimed lookahead"), in parallel:
-# 1. pretrain a tiny Countdown base from data/models/tiny-qwen2-base, as the chain
-#    base was made (1000 steps x 64 documents, lr 1e-3, bfloat16 weights; the model
-#    card is written afterwards with `python -m grpo_lib card`);
+# 1. pretrain a Countdown base from data/models/$SIZE-qwen2-base (tiny unless SIZE
+#    says small), as the chain base was made (1000 steps x 64 documents, lr 1e-3,
+#    bfloat16 weights; the model card is written afterwards with `python -m grpo_lib
+#    card`);
 # 2. GRPO from it, chapter 17's fourth try (configs/countdown_chain_tiny.yaml with a KL
 #    anchor of 0.04, lr 2e-4, dynamic sampling, the fast engine), seeds 0 and 1;
 # 3. the held-out protocol of chapter 17 for the base and both final checkpoints:
 #    500 problems x 4 samples at temperature 1, 256 tokens, float32, every answer kept.
-# Settings for a quick check: PRE_STEPS, RL_STEPS, EVAL_N, SAMPLER.
+# Settings for a quick check: PRE_STEPS, RL_STEPS, EVAL_N, SAMPLER. SIZE=small makes
+# the bases from data/models/small-qwen2-base (20.4M parameters) instead of the tiny
+# one, the same corpus and steps; the GRPO config is the same.
 #
 # On the lent H100 (2026-11-27) this needed wheels the image lacks: datasets, dill,
 # multiprocess, and math-verify with latex2sympy2_extended and antlr4-python3-runtime
@@ -30,6 +33,8 @@ PRE_STEPS=${PRE_STEPS:-1000}
 RL_STEPS=${RL_STEPS:-100}
 EVAL_N=${EVAL_N:-500}
 SAMPLER=${SAMPLER:-inverse_cdf}  # on CUDA the inverse-CDF draw replays as a graph
+SIZE=${SIZE:-tiny}
+case $SIZE in tiny|small) ;; *) echo "SIZE must be tiny or small, got $SIZE" >&2; exit 2;; esac
 export PYTHONUNBUFFERED=1
 
 held_out() {  # held_out MODEL CSV: chapter 17's sampled protocol
@@ -39,11 +44,11 @@ held_out() {  # held_out MODEL CSV: chapter 17's sampled protocol
 }
 
 pipeline() {  # pipeline MIX: pretrain, then two seeds of GRPO, then the evaluations
-  local mix=$1 base="$out/models/tiny-qwen2-countdown-$1-base"
+  local mix=$1 base="$out/models/$SIZE-qwen2-countdown-$1-base"
   mkdir -p "$out/runs"
   [ -f "$base/model.safetensors" ] ||  # a base already made is kept
-  "$PY" -m grpo_lib pretrain --task countdown --size tiny \
-    --init-from data/models/tiny-qwen2-base --countdown-mix "$mix" \
+  "$PY" -m grpo_lib pretrain --task countdown --size "$SIZE" \
+    --init-from "data/models/$SIZE-qwen2-base" --countdown-mix "$mix" \
     --steps "$PRE_STEPS" --batch-size 64 --lr 0.001 --seed 0 --save-dtype bfloat16 \
     --eval-n 0 --out "$base" > "$out/pretrain_$mix.log" 2>&1 || return 1
   held_out "$base" "$out/runs/${mix}_base_sampled.csv" > "$out/eval_${mix}_base.log" 2>&1 &
