@@ -743,7 +743,8 @@ def ch07_run(path, seed):
     if path == "fast, same VM":
         return f"ch07_r1_zero_fast_seed{seed}_avx512_cpu"
     infix = {"noshare": "_noshare", "multinomial": "_multinomial",
-             "exponential_u": "_expu", "float64": "_float64"}.get(path, "")
+             "exponential_u": "_expu", "float64": "_float64",
+             "packed": "_packed"}.get(path, "")
     return f"ch07_r1_zero_fast{infix}_seed{seed}_cpu"
 
 
@@ -1084,6 +1085,39 @@ say(seeds_line("With the inverse CDF in float64", f64["strict accuracy"].to_nump
 # draws with `torch.multinomial` by default (`rollout_sampler="multinomial"`), the
 # draw the runs above show to train like the standard path. The inverse CDF stays
 # available for its speed and for the CUDA graph below, which replays only that draw.
+
+# %% [markdown]
+# (ch19-packed-update)=
+# ### The update's products packed
+#
+# The packed update of {ref}`ch19-what-is-left` came after all of these runs. It
+# changes only round-off, but round-off is enough for two runs to part, so it must be
+# checked the same way. Seeds 0 and 1 of the multinomial runs,
+# made again with the same command on the same kind of VM, two at a time, with the
+# update's products packed (`ch07_r1_zero_fast_packed_seed*_cpu`):
+
+# %%
+packed_runs = pd.DataFrame([run_row(path, seed) for path in ("multinomial", "packed")
+                            for seed in (0, 1)])
+packed_runs.drop(columns="run").set_index(["path", "seed"])
+
+# %%
+by_seed = packed_runs.pivot(index="seed", columns="path")
+packed_acc = by_seed[("strict accuracy", "packed")]
+parted = [parting_step(ch07_run("multinomial", seed), ch07_run("packed", seed))
+          for seed in (0, 1)]
+say("The packed runs leave the multinomial runs of their seed at step "
+    + " and ".join(str(p) for p in parted) + " (training accuracy). They end at "
+    + " and ".join(f"{a:.3f}" for a in packed_acc)
+    + " held-out strict accuracy, against "
+    + " and ".join(f"{a:.3f}" for a in by_seed[("strict accuracy", "multinomial")])
+    + " before, "
+    + ("inside" if packed_acc.between(low, high).all() else "not all inside")
+    + f" the standard path's range ({low:.3f}–{high:.3f}). The update "
+    f"took {by_seed[('update per step (s)', 'packed')].mean():.2f} s per step "
+    f"on average against {by_seed[('update per step (s)', 'multinomial')].mean():.2f}"
+    f" s, and the 150 steps {by_seed[('steps (s)', 'packed')].mean():.0f} s "
+    f"against {by_seed[('steps (s)', 'multinomial')].mean():.0f} s.")
 
 # %% [markdown]
 # (ch19-cuda-graphs)=
