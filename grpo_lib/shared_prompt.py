@@ -111,8 +111,10 @@ def group_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor,
     attend = ATTENTION_FUNCTIONS[attention]
     product = packed_linear if packed else F.linear
 
-    def lin(layer, inputs):  # layer(inputs)
-        return product(inputs, layer.weight, layer.bias)
+    def lin(layer, inputs):  # layer(inputs), by its weights if a plain nn.Linear
+        if packed and type(layer) is torch.nn.Linear:
+            return packed_linear(inputs, layer.weight, layer.bias)
+        return layer(inputs)
 
     for layer in body.layers:
         a, m = layer.self_attn, layer.mlp

@@ -119,3 +119,26 @@ def test_group_logprobs_packed_or_not():
     torch.testing.assert_close(lp, lp_ref, rtol=1e-5, atol=1e-5)
     for got, want in zip(grads, grads_ref):  # round-off, relative to each gradient
         assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+
+
+@needs_packing
+def test_group_logprobs_calls_a_layer_that_is_not_a_plain_linear():
+    """A subclass (an adapter, a quantised layer) keeps its own forward when packed."""
+
+    class Doubled(torch.nn.Linear):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    tok = build_tokenizer()
+    model = random_model(tok, "tiny").eval()
+    attn = model.model.layers[0].self_attn
+    doubled = Doubled(attn.q_proj.in_features, attn.q_proj.out_features)
+    doubled.load_state_dict(attn.q_proj.state_dict())
+    attn.q_proj = doubled
+    g = torch.Generator().manual_seed(5)
+    p_ids, c_ids = (torch.randint(3, 500, shape, generator=g) for shape in ((1, 4), (2, 5)))
+    masks = torch.ones(1, 4, dtype=torch.long), torch.ones(2, 5, dtype=torch.long)
+    with torch.no_grad():
+        packed, plain = (group_logprobs(model, p_ids, masks[0], c_ids, masks[1],
+                                        packed=flag) for flag in (True, False))
+    torch.testing.assert_close(packed, plain, rtol=1e-5, atol=1e-5)
