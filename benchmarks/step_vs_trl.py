@@ -214,10 +214,11 @@ def main(argv=None):
                         choices=["fast", "scratch", "transformers"],
                         help="ours: rollout_engine (default: the fast decode step)")
     parser.add_argument("--sampler", default=None,
-                        choices=["multinomial", "inverse_cdf"],
+                        choices=["multinomial", "inverse_cdf", "race"],
                         help="ours, fast engine: rollout_sampler (default: the "
                              "trainer's, multinomial; inverse_cdf is the draw a CUDA "
-                             "graph replays)")
+                             "graph replays; race is multinomial's race from "
+                             "uniform numbers)")
     parser.add_argument("--share-prompt", default=True, dest="share_prompt",
                         action=argparse.BooleanOptionalAction,
                         help="ours: compute each group's prompt once in the update "

@@ -29,11 +29,13 @@
 # 4. **one random number per row**: sampling by inverting the cumulative distribution;
 # 5. **each prompt once**: in the rollout's prefill and in the update, where a group's
 #    G completions share their prompt;
-# 6. **before and after**: the sampler and whole steps, measured here, beside TRL;
+# 6. **before and after**: the sampler and whole steps, measured here, beside TRL,
+#    and the update's products by packed weights;
 # 7. **numerics**: the sampler's log-probs against the trainer's, and the truncated
 #    importance-sampling correction TRL applies for their gap;
-# 8. **chapter 7 again**, with the fast path, twelve seeds each way, and which piece
-#    of the fast path moves its result;
+# 8. **chapter 7 again**, with the fast path, twelve seeds each way, which piece
+#    of the fast path moves its result, and a third draw, `torch.multinomial`'s race
+#    from uniform numbers;
 # 9. **on a GPU**: the decode step replayed as one CUDA graph, measured on an H100
 #    against `generate`, TRL and the bytes a step must read.
 #
@@ -62,7 +64,7 @@ from grpo_lib.display import say, show_source
 from grpo_lib.evaluation import score_groups
 from grpo_lib.fast_decode import (Projection, decode_fast, decode_step, fuse_weights,
                                   pack_for_rows, prefill_once, rotate_half_matrix,
-                                  sample_inverse_cdf)
+                                  sample_inverse_cdf, sample_race)
 from grpo_lib.graph_decode import decode_graphed, graph_step
 from grpo_lib.logprobs import sequence_logprobs
 from grpo_lib.losses import sampling_importance_weights
@@ -744,7 +746,7 @@ def ch07_run(path, seed):
         return f"ch07_r1_zero_fast_seed{seed}_avx512_cpu"
     infix = {"noshare": "_noshare", "multinomial": "_multinomial",
              "exponential_u": "_expu", "float64": "_float64",
-             "packed": "_packed"}.get(path, "")
+             "packed": "_packed", "race": "_race"}.get(path, "")
     return f"ch07_r1_zero_fast{infix}_seed{seed}_cpu"
 
 
@@ -1118,6 +1120,86 @@ say("The packed runs leave the multinomial runs of their seed at step "
     f"on average against {by_seed[('update per step (s)', 'multinomial')].mean():.2f}"
     f" s, and the 150 steps {by_seed[('steps (s)', 'packed')].mean():.0f} s "
     f"against {by_seed[('steps (s)', 'multinomial')].mean():.0f} s.")
+
+# %% [markdown]
+# (ch19-race)=
+# ### The race, from uniform numbers
+#
+# `torch.multinomial` does not lay the probabilities end to end. It runs a race: one
+# exponential number $e_v$ per token, and the token with the largest $p_v / e_v$ wins.
+# $e_v / p_v$ is exponential with rate $p_v$, and of independent exponential clocks
+# the one with rate $p_v$ rings first with probability $p_v / \sum_w p_w$, so the
+# race draws token $v$ with probability $p_v$. On this CPU most of the draw's time
+# goes into making the exponential numbers (`exponential_`). An exponential number is
+# also $-\log u$ for a uniform $u$, and uniform numbers are cheaper to make. The same
+# race from them:
+
+# %%
+show_source(sample_race)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+noise = torch.empty(64, s.vocab_size)
+race_us = {
+    "exponential_ (64 x V)": best_us(lambda: noise.exponential_(generator=gen)),
+    "uniform_ (64 x V)": best_us(lambda: noise.uniform_(generator=gen)),
+    "torch.multinomial": best_us(lambda: torch.multinomial(
+        logits.softmax(-1), 1, generator=gen)),
+    "race from uniform numbers": best_us(lambda: sample_race(logits, generator=gen)),
+    "inverse CDF": best_us(lambda: sample_inverse_cdf(logits, generator=gen))}
+pd.Series(race_us, name="µs per call").round(0).to_frame()
+
+# %% [markdown]
+# The race from uniform numbers draws from `torch.multinomial`'s distribution, from
+# another random stream, as the inverse CDF does, and the inverse CDF trained lower.
+# So it gets the same test: chapter 7's config with `rollout_sampler="race"`, twelve
+# seeds, on the same kind of VM, two runs at a time with one torch thread each
+# (`ch07_r1_zero_fast_race_seed*_cpu`; they also have the packed update):
+
+# %%
+race = pd.DataFrame([run_row("race", seed) for seed in SEEDS])
+by_draw = pd.concat([by_path, race])
+by_draw.groupby("path", sort=False)[["strict accuracy", "generation per step (s)"]].agg(
+    ["mean", "min", "max"])
+
+# %%
+race_acc = race["strict accuracy"].to_numpy()
+say(seeds_line("With the race draw", race_acc, {
+    "the standard path": standard_acc,
+    "the multinomial draw": mult_acc,
+    "the inverse-CDF fast path": fast_acc.to_numpy()})
+    + f" Its generation took {race['generation per step (s)'].mean():.2f} s per step "
+    f"on average, against {multinomial['generation per step (s)'].mean():.2f} s for "
+    "the multinomial draw's runs.")
+
+# %% [markdown]
+# The runs of one seed share more than the seed's number. Seed by seed, the
+# correlation of the final accuracies between the draws:
+
+# %%
+per_seed = pd.DataFrame({
+    "standard": standard_acc, "multinomial": mult_acc,
+    "inverse CDF": fast_acc.to_numpy(), "race": race_acc}, index=list(SEEDS))
+seed_corr = per_seed.corr()
+seed_corr.round(2)
+
+# %%
+say(f"The multinomial runs follow the standard path seed by seed (correlation "
+    f"{seed_corr.loc['multinomial', 'standard']:.2f}): they are its own runs until "
+    f"round-off parts them, so their agreement with it is not a second, independent "
+    f"sample. The race's runs draw other tokens from the first step, yet they go with "
+    f"the inverse CDF's runs of the same seed "
+    f"({seed_corr.loc['race', 'inverse CDF']:.2f}) and not with the standard "
+    f"path's ({seed_corr.loc['race', 'standard']:.2f}).")
+
+# %% [markdown]
+# So the twelve seeds compare two families of runs more than two draws: the
+# standard path with the multinomial draw that repeats it, and the draws from other
+# random streams, which go together for a reason these runs do not show. On average
+# the race from uniform numbers ends between the two, as the inverse CDF's other arms
+# did. The trainer keeps `torch.multinomial` as its default, the draw whose runs
+# repeat the standard path; `rollout_sampler="race"` is there for its speed, with
+# these twelve seeds as its record.
 
 # %% [markdown]
 # (ch19-cuda-graphs)=

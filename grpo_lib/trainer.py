@@ -165,9 +165,9 @@ class GRPOConfig(YAMLConfig):
     "fast" (grpo_lib.fast_decode's step, replayed as a CUDA graph on a GPU)."""
     rollout_sampler: str = "multinomial"
     """How the "fast" engine draws a token: "multinomial" (``torch.multinomial``, the
-    standard path's draw: the transformers engine's tokens up to round-off) or
-    "inverse_cdf" (one ``torch.rand`` number per row, the draw a CUDA graph replays;
-    it trained chapter 7 to lower accuracy, chapter 19)."""
+    standard path's draw and tokens), "inverse_cdf" (one ``torch.rand`` number per
+    row, which a CUDA graph replays) or "race" (``torch.multinomial``'s race from
+    uniform numbers, faster on a CPU); chapter 19 trains chapter 7 with each."""
     dynamic_sampling: bool = False
     """DAPO: drop zero-variance groups and sample more prompts to refill the batch."""
     dynamic_sampling_max_rounds: int = 3

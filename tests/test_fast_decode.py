@@ -7,8 +7,9 @@ The claims:
   whole sequence to round-off, on the book's tiny and small checkpoints and on a model
   with an untied output layer, under left padding;
 - greedy decoding gives ``transformers``' ``generate`` tokens on the checkpoints;
-- :func:`sample_inverse_cdf` draws each token with its probability (never one with
-  probability 0 or outside the top-p nucleus) and a seed repeats a rollout;
+- :func:`sample_inverse_cdf` and :func:`sample_race` draw each token with its
+  probability (never one with probability 0 or outside the top-p nucleus) and a seed
+  repeats a rollout;
 - the trainer's ``rollout_engine="fast"`` trains and always samples with the latest
   weights.
 """
@@ -24,7 +25,8 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from grpo_lib.fast_decode import (Projection, decode_fast, decode_step, fuse_weights,
                                   generate_fast, pack_for_rows, prefill_once,
-                                  rotate_half_matrix, sample_inverse_cdf)
+                                  rotate_half_matrix, sample_inverse_cdf,
+                                  sample_race)
 from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_model
 from grpo_lib.qwen2 import Qwen2, StaticKVCache, load_qwen2, rope_cos_sin, rotate_half
 from grpo_lib.sampling import generate, resolve_stop_token_ids, tokenize_prompts
@@ -154,31 +156,34 @@ def test_greedy_tokens_identical_to_generate(name, prompts):
     assert torch.equal(rollout.completion_ids, expected), f"{name}: tokens differ"
 
 
-def test_inverse_cdf_draws_each_token_with_its_probability():
+@pytest.mark.parametrize("draw", [sample_inverse_cdf, sample_race])
+def test_fast_draws_give_each_token_its_probability(draw):
     probs = torch.tensor([0.5, 0.0, 0.3, 0.15, 0.05])
     logits = probs.log().expand(40_000, -1)  # log 0 = -inf: never drawn
     gen = torch.Generator().manual_seed(0)
-    draws = sample_inverse_cdf(logits, generator=gen)
+    draws = draw(logits, generator=gen)
     freq = torch.bincount(draws, minlength=5).float() / len(draws)
     assert freq[1] == 0
     # 40,000 draws: the standard error of a share near 0.5 is 0.0025
     assert (freq - probs).abs().max() <= 0.01, freq
-    nucleus = sample_inverse_cdf(logits, top_p=0.75, generator=gen)
+    nucleus = draw(logits, top_p=0.75, generator=gen)
     assert set(nucleus.tolist()) == {0, 2}  # 0.5 + 0.3 reach 0.75
     with pytest.raises(ValueError, match="temperature must be > 0"):
-        sample_inverse_cdf(logits, temperature=0.0)
-    tempered = sample_inverse_cdf(logits, temperature=0.5, generator=gen)
+        draw(logits, temperature=0.0)
+    tempered = draw(logits, temperature=0.5, generator=gen)
     sharp = probs ** 2 / (probs ** 2).sum()  # softmax(log p / 0.5)
     freq = torch.bincount(tempered, minlength=5).float() / len(tempered)
     assert (freq - sharp).abs().max() <= 0.01, freq
 
 
-def test_seeded_fast_rollouts_repeat(prompts):
+@pytest.mark.parametrize("sampler", ["inverse_cdf", "race"])
+def test_seeded_fast_rollouts_repeat(prompts, sampler):
     model, tok = load_qwen2(CHECKPOINTS["tiny"]), build_tokenizer()
-    kwargs = dict(num_generations=4, max_new_tokens=32, top_p=0.95)
-    a = generate_fast(model, tok, prompts[:3], seed=3, **kwargs)
-    b = generate_fast(model, tok, prompts[:3], seed=3, **kwargs)
-    c = generate_fast(model, tok, prompts[:3], seed=4, **kwargs)
+    kwargs = dict(num_generations=4, max_new_tokens=32, top_p=0.95,
+                  decode_fn=functools.partial(decode_fast, sampler=sampler))
+    a = generate(model, tok, prompts[:3], seed=3, **kwargs)
+    b = generate(model, tok, prompts[:3], seed=3, **kwargs)
+    c = generate(model, tok, prompts[:3], seed=4, **kwargs)
     assert torch.equal(a.completion_ids, b.completion_ids) and a.texts == b.texts
     assert not torch.equal(a.completion_ids, c.completion_ids)
     lengths = a.completion_mask.sum(1)
@@ -267,3 +272,9 @@ def test_fast_engine_trains_and_samples_with_the_latest_weights(tmp_path):
         model.model.embed_tokens.weight.mul_(-3.0)
     changed = greedy(model)
     assert torch.equal(greedy(sampler, decode_fast), changed), "stale weights"
+
+
+def test_race_is_a_fast_engine_sampler():
+    GRPOConfig(rollout_engine="fast", rollout_sampler="race").validate()
+    with pytest.raises(ValueError, match="read by rollout_engine='fast' only"):
+        GRPOConfig(rollout_sampler="race").validate()
