@@ -107,11 +107,11 @@ class PackedLinear(torch.autograd.Function):
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``F.linear(x, weight, bias)``, with both products by ``weight`` through
     :data:`PACKS`' packed copies where packing applies (float32 on a CPU, outside
-    ``torch.autocast``)."""
+    ``torch.autocast``, which picks its own dtype; a non-empty ``x``)."""
     packs = None
     if (x.dtype == weight.dtype == torch.float32 and x.device.type == "cpu"
-            and not torch.is_autocast_enabled("cpu")):  # autocast picks the dtype
-        packs = PACKS.get(weight, rows=max(x.numel() // x.shape[-1], 1))
+            and x.numel() > 0 and not torch.is_autocast_enabled("cpu")):
+        packs = PACKS.get(weight, rows=x.numel() // x.shape[-1])
     if packs is None:
         return torch.nn.functional.linear(x, weight, bias)
     return PackedLinear.apply(x.contiguous(), weight, bias, *packs)

@@ -82,6 +82,9 @@ def test_where_packing_does_not_apply_it_is_the_plain_product():
     assert torch.equal(linear(x.bfloat16(), weight.bfloat16()),
                        F.linear(x.bfloat16(), weight.bfloat16()))
     assert PackCache(max_bytes=0).get(weight, rows=6) is None  # over the cap
+    empty = torch.zeros(0, 8, requires_grad=True)  # no rows: the plain product
+    linear(empty, weight).sum().backward()
+    assert linear(empty, weight).shape == (0, 4) and empty.grad.shape == (0, 8)
     with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast's dtype, not ours
         got, want = linear(x, weight), F.linear(x, weight)
     assert got.dtype == want.dtype == torch.bfloat16 and torch.equal(got, want)
