@@ -46,7 +46,7 @@ from .qwen2 import Qwen2, StaticKVCache, rope_cos_sin
 from .sampling import Rollout, generate, next_token, top_p_filter
 
 __all__ = ["pack_for_rows", "Projection", "FusedLayer", "fuse_weights",
-           "rotate_half_matrix", "sample_inverse_cdf", "sample_race",
+           "rotate_half_matrix", "sampling_probs", "sample_inverse_cdf", "sample_race",
            "inverse_cdf_token", "decode_step", "write_column", "prefill_once",
            "FAST_SAMPLERS", "DecodeStart", "start_decode", "decode_fast",
            "generate_fast"]
@@ -137,6 +137,18 @@ def rotate_half_matrix(d: int, dtype=torch.float32, device=None) -> Tensor:
     return R
 
 
+def sampling_probs(logits: Tensor, temperature: float = 1.0,
+                   top_p: float = 1.0) -> Tensor:
+    r""":math:`\mathrm{softmax}(z / \tau)` of ``logits`` ``[B, V]`` restricted to the
+    top-p nucleus, in float32: the distribution the fast draws sample from. Refuses
+    :math:`\tau \le 0` (greedy decoding is an argmax, not a draw).
+    Returns ``[B, V]``."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 to sample, got {temperature!r}; "
+                         "for greedy decoding take logits.argmax(-1).")
+    return top_p_filter(logits.float() / temperature, top_p).softmax(dim=-1)
+
+
 def sample_inverse_cdf(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0,
                        generator: torch.Generator | None = None,
                        u: Tensor | None = None) -> Tensor:
@@ -151,11 +163,7 @@ def sample_inverse_cdf(logits: Tensor, temperature: float = 1.0, top_p: float = 
     uniform number per row, drawn from ``generator`` unless given as ``u`` ``[B]``.
     Returns ``[B]``.
     """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0 to sample, got {temperature!r}; "
-                         "for greedy decoding take logits.argmax(-1).")
-    logits = top_p_filter(logits.float() / temperature, top_p)  # [B, V]
-    cdf = logits.softmax(dim=-1).cumsum(dim=-1)  # [B, V]
+    cdf = sampling_probs(logits, temperature, top_p).cumsum(dim=-1)  # [B, V]
     if u is None:
         u = torch.rand(cdf.shape[0], generator=generator, device=cdf.device)  # [B]
     return inverse_cdf_token(cdf, u)
@@ -174,10 +182,7 @@ def sample_race(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0,
     the :math:`e_v` with ``exponential_``; here they come from uniform numbers, which
     a CPU makes several times faster (chapter 19). The same distribution, another
     random stream. Returns ``[B]``."""
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0 to sample, got {temperature!r}; "
-                         "for greedy decoding take logits.argmax(-1).")
-    probs = top_p_filter(logits.float() / temperature, top_p).softmax(dim=-1)  # [B, V]
+    probs = sampling_probs(logits, temperature, top_p)  # [B, V]
     u = torch.rand(probs.shape, generator=generator, device=probs.device)  # [B, V]
     return (probs / u.log_().neg_()).argmax(dim=-1)  # u = 0 gives e = inf: no win
 

@@ -26,7 +26,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from grpo_lib.fast_decode import (Projection, decode_fast, decode_step, fuse_weights,
                                   generate_fast, pack_for_rows, prefill_once,
                                   rotate_half_matrix, sample_inverse_cdf,
-                                  sample_race)
+                                  sample_race, sampling_probs)
 from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_model
 from grpo_lib.qwen2 import Qwen2, StaticKVCache, load_qwen2, rope_cos_sin, rotate_half
 from grpo_lib.sampling import generate, resolve_stop_token_ids, tokenize_prompts
@@ -278,3 +278,16 @@ def test_race_is_a_fast_engine_sampler():
     GRPOConfig(rollout_engine="fast", rollout_sampler="race").validate()
     with pytest.raises(ValueError, match="read by rollout_engine='fast' only"):
         GRPOConfig(rollout_sampler="race").validate()
+
+
+def test_sampling_probs_is_the_tempered_nucleus():
+    probs = torch.tensor([[0.5, 0.0, 0.3, 0.15, 0.05]])
+    torch.testing.assert_close(sampling_probs(probs.log()), probs)
+    nucleus = sampling_probs(probs.log(), top_p=0.75)  # 0.5 + 0.3 reach 0.75
+    torch.testing.assert_close(nucleus, torch.tensor([[0.625, 0, 0.375, 0, 0]]))
+    sharp = sampling_probs(probs.log().bfloat16(), temperature=0.5)
+    assert sharp.dtype == torch.float32
+    torch.testing.assert_close(sharp, probs ** 2 / (probs ** 2).sum(), atol=2e-3,
+                               rtol=0)
+    with pytest.raises(ValueError, match="for greedy decoding take"):
+        sampling_probs(probs, temperature=-1.0)
