@@ -53,6 +53,7 @@ from pathlib import Path
 
 import torch
 
+from grpo_lib.fast_decode import FAST_SAMPLERS
 from grpo_lib.speed import (SHAPES, append_row, machine_description, matmul_peak,
                             shape_model, step_flops)
 
@@ -214,7 +215,7 @@ def main(argv=None):
                         choices=["fast", "scratch", "transformers"],
                         help="ours: rollout_engine (default: the fast decode step)")
     parser.add_argument("--sampler", default=None,
-                        choices=["multinomial", "inverse_cdf", "race"],
+                        choices=FAST_SAMPLERS,
                         help="ours, fast engine: rollout_sampler (default: the "
                              "trainer's, multinomial; inverse_cdf is the draw a CUDA "
                              "graph replays; race is multinomial's race from "
