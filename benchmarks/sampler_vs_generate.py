@@ -35,6 +35,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from grpo_lib.fast_decode import FAST_SAMPLERS  # noqa: E402
 from grpo_lib.models import (  # noqa: E402
     build_tokenizer,
     count_parameters,
@@ -82,7 +83,8 @@ def run_sampler(model, tok, prompts, args) -> float:
         from grpo_lib.qwen2 import Qwen2, decode_static
 
         model = Qwen2.from_transformers(model, share_weights=True)
-        decode_fn = (functools.partial(decode_fast, cuda_graph=args.cuda_graph)
+        decode_fn = (functools.partial(decode_fast, cuda_graph=args.cuda_graph,
+                                       sampler=args.sampler)
                      if args.engine == "fast" else decode_static)
     sync(args.device)
     start = time.perf_counter()
@@ -129,6 +131,9 @@ def main(argv=None) -> dict:
     p.add_argument("--cuda-graph", default=True, dest="cuda_graph",
                    action=argparse.BooleanOptionalAction,
                    help="fast engine on CUDA: replay each step as a CUDA graph")
+    p.add_argument("--sampler", default="inverse_cdf", choices=FAST_SAMPLERS,
+                   help="fast engine's draw (grpo_lib.fast_decode.FAST_SAMPLERS; the "
+                        "trainer's rollout_sampler defaults to multinomial)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", default=None, help="e.g. bfloat16 (default: as saved)")
     p.add_argument("--prompts", type=int, default=16, help="number of distinct prompts")
@@ -170,6 +175,7 @@ def main(argv=None) -> dict:
         "new_tokens": args.max_new_tokens,
         "mode": "greedy" if args.greedy else "sample",
         "engine": args.engine,
+        "sampler": args.sampler if args.engine == "fast" else "",
         "sampler_s": round(med_ours, 4),
         "generate_s": round(med_hf, 4),
         "sampler_tok_s": round(tokens / med_ours, 1),
@@ -181,13 +187,15 @@ def main(argv=None) -> dict:
 
     result["transformers"] = transformers.__version__
     result["cuda_graph"] = args.engine == "fast" and args.cuda_graph and (
-        args.device.startswith("cuda"))
+        args.device.startswith("cuda")) and (
+        args.greedy or args.sampler == "inverse_cdf")  # decode_fast graphs only these
     print(f"device: {device} | model: {name} ({result['params']:,} params, "
           f"{result['dtype']})")
     print(f"{args.prompts} prompts x G={args.G} = {rows} rows, {args.max_new_tokens} new "
           f"tokens each ({result['mode']}), median of {args.runs} runs after a warm-up")
     print(f"{'':<22}{'seconds':>10}{'tokens/s':>12}")
     print(f"sampler engine: {args.engine}"
+          + (f", {args.sampler} draw" if args.engine == "fast" else "")
           + (", CUDA graph" if result["cuda_graph"] else ""))
     if args.device.startswith("cuda"):  # decoding is bound by reading memory there
         pad = tok.pad_token_id

@@ -217,9 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", default="arithmetic", choices=["arithmetic", "countdown"],
                    help="the designed corpus: arithmetic, or Countdown (chapter 17)")
     p.add_argument("--countdown-mix", default="tree", choices=list(COUNTDOWN_MIXES),
-                   help="Countdown's attempts (grpo_lib.countdown_corpus."
-                        "COUNTDOWN_MIXES): tree (the first base), chain, aimed "
-                        "or lookahead")
+                   help="Countdown's attempts, a corpus of grpo_lib.countdown_corpus."
+                        "COUNTDOWN_MIXES (chapter 17 trains a base on each)")
     p.add_argument("--init-from", default=None, metavar="MODEL",
                    help="continue pretraining this model (with its tokenizer) instead "
                         "of starting from random weights")

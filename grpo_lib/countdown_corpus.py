@@ -42,7 +42,7 @@ from .tasks.countdown import countdown_prompt, worked_steps
 MAX_VALUE = 999  # intermediate results stay small, as a tiny model's arithmetic needs
 
 BEHAVIOURS = ("correct", "give_up", "drop_number", "no_tags", "unclosed_think")
-ATTEMPT_STYLES = ("tree", "chain", "aimed", "lookahead")
+ATTEMPT_STYLES = ("tree", "chain", "aimed", "lookahead", "spelled")
 
 
 @dataclass
@@ -300,14 +300,44 @@ def lookahead_attempt(numbers: list[int], target: int, rng: random.Random,
     return steps, expression, value
 
 
+def spelled_attempt(numbers: list[int], target: int, rng: random.Random,
+                    max_value: int = MAX_VALUE):
+    """A :func:`chain_attempt` whose last step is tried with every operator, in
+    the order ``+ - * /``, each written out, until one reaches ``target``.
+
+    ``7 - 5 = 2, 2 + 15 = 17, 2 * 15 = 30.`` for 30: the aim of
+    :func:`aimed_attempt`, with the work that picks the operator on the page
+    (``2 - 15`` is skipped, as the corpus never goes below 0). The steps end with the
+    hit, or with every operator missed. ``None`` when a draw gets stuck.
+    """
+    attempt = chain_attempt(numbers[:], rng, max_value)
+    if attempt is None:
+        return None
+    steps, expression, _ = attempt
+    a, _, b, _ = steps[-1]
+    head = expression.rsplit(" ", 2)[0]  # the expression without "op b"
+    results = dict(_steps_of(a, b, max_value))
+    tries = []
+    for op in "+-*/":
+        if op in results:
+            tries.append((a, op, b, results[op]))
+            if results[op] == target:
+                break
+    op, value = tries[-1][1], tries[-1][3]
+    return steps[:-1] + tries, f"{head} {op} {b}", value
+
+
 def draw_attempt(numbers: list[int], target: int, rng: random.Random,
                  mix: CountdownMix):
     """One attempt in the ``mix``'s style: ``"tree"`` :func:`random_attempt`, or
-    the ``*_attempt`` function of the style's name (chain, aimed, lookahead)."""
+    the ``*_attempt`` function of the style's name (chain, aimed, lookahead,
+    spelled)."""
     if mix.attempt == "aimed":
         return aimed_attempt(numbers, target, rng, mix.max_value)
     if mix.attempt == "lookahead":
         return lookahead_attempt(numbers, target, rng, mix.max_value)
+    if mix.attempt == "spelled":
+        return spelled_attempt(numbers, target, rng, mix.max_value)
     draw = chain_attempt if mix.attempt == "chain" else random_attempt
     return draw(numbers, rng, mix.max_value)
 
@@ -341,10 +371,12 @@ COUNTDOWN_MIXES = {
     "chain": CountdownMix(attempt="chain", max_value=100, max_misses=5),
     "aimed": CountdownMix(attempt="aimed", max_value=100, max_misses=5),
     "lookahead": CountdownMix(attempt="lookahead", max_value=100, max_misses=5),
+    "spelled": CountdownMix(attempt="spelled", max_value=100, max_misses=5),
 }
 """The mixes ``pretrain --task countdown --countdown-mix NAME`` can draw: ``tree``
 made the first Countdown base, ``chain`` the second, ``aimed`` and ``lookahead``
-the two of chapter 17's "A base that aims"."""
+the two of chapter 17's "A base that aims", ``spelled`` the one of "Aiming in
+writing"."""
 
 
 def flawless_search(problem: dict, tokenizer, max_tokens: int, rng: random.Random,

@@ -393,6 +393,29 @@ def test_a_lookahead_attempt_aims_its_next_to_last_step_too():
     assert rates["chain"] < rates["aimed"] < rates["lookahead"]
 
 
+def test_a_spelled_attempt_writes_each_operator_of_its_last_step_until_one_hits():
+    for numbers, target, (steps, expression, value) in mix_draws(
+            "spelled", train_rows(60), 7):
+        tries = steps[len(numbers) - 2:]  # the chain's steps before the last: n - 2
+        a, _, b, _ = steps[-1]
+        assert all((x, y) == (a, b) for x, _, y, _ in tries)
+        reachable = dict(cc._steps_of(a, b, 100))
+        written = [op for _, op, _, _ in tries]
+        assert written == [op for op in "+-*/" if op in reachable][:len(written)]
+        assert all(reachable[op] == v for _, op, _, v in tries)  # every try is right
+        hit = target in reachable.values()
+        assert (value == target) == hit  # the attempt hits whenever it can
+        if not hit:  # a miss writes every operator
+            assert len(written) == len(reachable)
+        assert [v == target for *_, v in tries].count(True) == int(hit)  # stops there
+        assert safe_eval(expression) == Fraction(value)
+        assert sorted(expression_literals(expression)) == sorted(numbers)
+    # the work is on the page: the rendered trace holds every try as a worked step
+    rng = random.Random(0)
+    steps, _, _ = cc.spelled_attempt([1, 13, 14], 30, rng)
+    assert cc.attempt_text(steps, 30).endswith(", not 30.")
+
+
 def test_aimed_last_steps_counts_the_attempts_that_could_hit_and_did():
     text = ("<think> Numbers 1, 13, 14; target 28. 13 * 1 = 13, 13 + 14 = 27, not 28. "
             "14 + 13 = 27, 27 * 1 = 27, not 28. 13 - 1 = 12, 12 + 14 = 26, not 28. "
