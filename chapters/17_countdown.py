@@ -34,7 +34,9 @@
 #    trained policies' mistakes by problem size, and a longer token budget;
 # 9. **a base that aims**: two more corpora whose attempts aim at the target, two
 #    bases and two seeds each, and how much of the aim the models learn;
-# 10. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
+# 10. **aiming in writing**: a corpus that works out every operator of the last
+#    step, its base and two seeds on a CPU;
+# 11. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -59,7 +61,7 @@ import transformers
 from grpo_lib.countdown_corpus import (COUNTDOWN_MIXES, aimed_attempt,
                                        aimed_last_steps, chain_attempt,
                                        countdown_documents, flawless_search,
-                                       render_response, restate)
+                                       render_response, restate, spelled_attempt)
 from grpo_lib.display import say, show_source
 from grpo_lib.evaluation import evaluate
 from grpo_lib.models import load_model_and_tokenizer
@@ -1059,6 +1061,160 @@ say(f"Run flawlessly, the aimed search answers {ceiling.loc['aimed', 'all']:.3f}
 # the work the trace writes out, not the choices it makes silently.
 
 # %% [markdown]
+# ## Aiming in writing
+#
+# If aiming needs work the trace does not show, a corpus can show it. In
+# `spelled`, the last step of every attempt tries the operators in the order
+# `+ - * /`, each worked out, and stops at the first that reaches the target:
+# `7 - 5 = 2, 2 + 15 = 17, 2 * 15 = 30.` Picking the operator becomes copying a
+# result written a few tokens back. The price is tokens: an attempt that misses
+# writes up to four last steps instead of one, so fewer attempts fit in 256 tokens.
+
+# %%
+show_source(spelled_attempt, docstring=False)
+
+# %% [markdown]
+# A base was pretrained on this corpus exactly as the chain base was, then trained
+# with the levers of the runs above (the worked-answer reward, KL 0.04 toward the
+# base, learning rate 2e-4, dynamic sampling, 100 steps), two seeds, on this book's
+# CPU. The table puts it beside the chain and aimed bases: the search's ceiling,
+# held-out sampled success, the aim read from the traces, and the steps each answer
+# works out.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+spelled_runs = load_seeds("ch17_spelled")
+search_rng = random.Random(0)
+spelled_search = pd.DataFrame([
+    {"size": len(row["numbers"]), "right": flawless_search(
+        row, tok2, 256, search_rng, COUNTDOWN_MIXES["spelled"])}
+    for row in test_rows.select(range(n_flawless)) for _ in range(4)])
+trained_answers = {mix: [with_verdicts(read_answers(r.name, 100)) for r in runs]
+                   for mix, runs in [("aimed", aimers["aimed"]),
+                                     ("spelled", spelled_runs)]}
+base_answers = {"chain": answers["base"],
+                "aimed": with_verdicts(read_answers(aimers["aimed"][0].name, 0)),
+                "spelled": with_verdicts(read_answers(spelled_runs[0].name, 0))}
+flawless_all = {"chain": ceiling.loc["chain", "all"],
+                "aimed": ceiling.loc["aimed", "all"],
+                "spelled": spelled_search["right"].mean()}
+def held_out_success(folder, step, mode="sampled"):
+    """Held-out success of a run's model at ``step`` (0: its base), greedy or
+    sampled, from the evaluation stored with the run."""
+    return pd.read_csv(RUNS / folder / f"sampled_eval_step{step}.csv",
+                       index_col=0).loc[mode, "strict_acc"]
+
+
+written = {}
+for mix, runs in [("chain", aimers["chain"]), ("aimed", aimers["aimed"]),
+                  ("spelled", spelled_runs)]:
+    base_eval, *trained = [held_out_success(r.name, step) for r, step in
+                           [(runs[0], 0)] + [(r, 100) for r in runs]]
+    base_faults = diagnose(base_answers[mix])
+    row = {"flawless": flawless_all[mix], "base": base_eval,
+           "seed 0": trained[0], "seed 1": trained[1],
+           "rise (points)": 100 * (sum(trained) / 2 - base_eval),
+           "base aims": aim_rate(base_answers[mix]),
+           "steps per answer": base_faults["steps per answer"],
+           "miscomputed": base_faults["steps miscomputed"]}
+    if mix in trained_answers:
+        faults_after = [diagnose(a) for a in trained_answers[mix]]
+        row["trained aims"] = sum(aim_rate(a) for a in trained_answers[mix]) / 2
+        row["miscomputed, trained"] = sum(
+            f["steps miscomputed"] for f in faults_after) / 2
+    written[mix] = row
+written = pd.DataFrame(written).T[
+    ["flawless", "base", "seed 0", "seed 1", "rise (points)", "base aims",
+     "trained aims", "steps per answer", "miscomputed", "miscomputed, trained"]]
+print("held-out sampled success (500 problems x 4 samples at temperature 1), "
+      "aim and worked steps of the sampled answers\n(the chain runs at 2e-4 stored "
+      "no answers, so its trained columns are empty)")
+print(written.to_string(float_format=lambda v: f"{v:.3f}", na_rep=""))
+by_size = pd.DataFrame(
+    {"flawless": spelled_search.groupby("size")["right"].mean(),
+     "base": base_answers["spelled"].query("mode == 'sampled'").groupby("size")[
+         "verdict"].apply(lambda v: (v == "correct").mean()),
+     **{f"seed {i}": a.query("mode == 'sampled'").groupby("size")["verdict"].apply(
+         lambda v: (v == "correct").mean())
+        for i, a in enumerate(trained_answers["spelled"])}})
+by_size.index = [f"{n} numbers" for n in by_size.index]
+print("\nspelled, by problem size")
+print(by_size.to_string(float_format=lambda v: f"{v:.3f}"))
+spelled_info = json.loads((RUNS / spelled_runs[0].name / "base_pretrain_info.json")
+                          .read_text())
+print(f"pretraining {spelled_info['wall_time_s'] / 60:.0f} min on "
+      f"{spelled_info['device']}; GRPO "
+      f"{min(r.metrics['time_step'].sum() for r in spelled_runs) / 60:.0f}-"
+      f"{max(r.metrics['time_step'].sum() for r in spelled_runs) / 60:.0f} min "
+      f"of steps per run")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+spelled_aim = written.loc["spelled", ["base aims", "trained aims"]]
+say(f"Where the last step could hit, the spelled base takes a hitting operator in "
+    f"{spelled_aim['base aims']:.3f} of its attempts, against "
+    f"{written.loc['aimed', 'base aims']:.3f} for the aimed base, and "
+    f"{spelled_aim['trained aims']:.3f} after GRPO. Run flawlessly, the spelled "
+    f"search answers {written.loc['spelled', 'flawless']:.3f}. The base answers "
+    f"{written.loc['spelled', 'base']:.3f}, below the chain base's "
+    f"{written.loc['chain', 'base']:.3f}; GRPO adds "
+    f"{written.loc['spelled', 'rise (points)']:.1f} points, to "
+    f"{written.loc['spelled', ['seed 0', 'seed 1']].mean():.3f}. Its steps are "
+    f"miscomputed {written.loc['spelled', 'miscomputed']:.3f} of the time before "
+    f"and {written.loc['spelled', 'miscomputed, trained']:.3f} after.")
+
+# %% [markdown]
+# By step 100 the KL penalty holds each policy near a base that solves less than
+# the policy now does. ProRL {cite}`liu2025prorl` meets the same limit in long runs
+# by resetting the reference policy to a recent policy, with a fresh optimizer.
+# A second round does that here: each seed's step-100 checkpoint starts 100 more
+# steps with the same settings, the KL penalty now toward that checkpoint, and new
+# training problems (seeds 10 and 11).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+round2 = load_seeds("ch17_spelled_round2")
+rounds = {}
+for mode in ("sampled", "greedy"):
+    for i, (first, second) in enumerate(zip(spelled_runs, round2)):
+        rounds[(mode, f"seed {i}")] = {
+            "base": held_out_success(first.name, 0, mode),
+            "step 100": held_out_success(first.name, 100, mode),
+            "step 200": held_out_success(second.name, 100, mode)}
+rounds = pd.DataFrame(rounds).T
+rounds["rise (points)"] = 100 * (rounds["step 200"] - rounds["base"])
+print("held-out success of the spelled runs, 500 problems (4 samples at temperature "
+      "1, or greedy)")
+print(rounds.to_string(float_format=lambda v: f"{v:.3f}"))
+minutes = sorted(round(r.metrics["time_step"].sum() / 60) for r in round2)
+print(f"second round: {'-'.join(map(str, sorted(set(minutes))))} min of steps per "
+      f"run")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+sampled_rise = rounds.loc["sampled", "rise (points)"]
+say(f"After two rounds, sampled held-out success is "
+    f"{mean_range(rounds.loc['sampled', 'step 200'].tolist())}, "
+    f"{mean_range(sampled_rise.tolist(), 1)} points above the base; after the first, "
+    f"{mean_range(rounds.loc['sampled', 'step 100'].tolist())}. Greedy: "
+    f"{rounds.loc['greedy', 'base'].iloc[0]:.3f} for the base, "
+    f"{mean_range(rounds.loc['greedy', 'step 100'].tolist())} after one round, "
+    f"{mean_range(rounds.loc['greedy', 'step 200'].tolist())} after two.")
+
+# %% [markdown]
+# Written out, the aim is learned. The spelled base takes a hitting operator far
+# more often than the aimed base, which saw the same choices made silently, and
+# GRPO raises the share further, because a trace that writes `2 * 15 = 30` after
+# `2 + 15 = 17` only has to copy its own result. The price is paid at the start:
+# each missed attempt is longer, so fewer fit in 256 tokens, and the base solves
+# fewer problems than the chain base. From that lower start one round of GRPO
+# gains about as many points as on the aimed base, and a second round with a fresh
+# anchor keeps gaining, greedy and sampled alike. The gains are almost all on
+# three numbers. On four, even the flawless spelled search answers only a third of
+# the problems in 256 tokens, and the policies a few in a hundred: a longer
+# search, not a sharper one, is what four numbers need from a model of this size.
+
+# %% [markdown]
 # ## What the numbers check blocks
 #
 # `metrics.csv` logs, at every step, the share of the 128 sampled answers that a
@@ -1144,6 +1300,11 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   choice of operator is made in one token, without the work written out. GRPO
 #   adds a couple of points more on them than on the chain base (with another
 #   sampler, on another device), far below what an aimed search allows.
+# - Writing the aim out works where a silent aim did not. A base whose traces try
+#   every operator of the last step, each worked out, aims in most attempts. It
+#   starts lower; one round of GRPO gains about as much as on the aimed base, and
+#   a second round, with the KL anchor reset to the first round's policy, gains
+#   more. Four-number problems stay out of reach in 256 tokens.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.
