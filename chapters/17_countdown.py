@@ -1083,6 +1083,13 @@ show_source(spelled_attempt, docstring=False)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+def held_out_success(folder, step, mode="sampled"):
+    """Held-out success of a run's model at ``step`` (0: its base), greedy or
+    sampled, from the evaluation stored with the run."""
+    return pd.read_csv(RUNS / folder / f"sampled_eval_step{step}.csv",
+                       index_col=0).loc[mode, "strict_acc"]
+
+
 spelled_runs = load_seeds("ch17_spelled")
 search_rng = random.Random(0)
 spelled_search = pd.DataFrame([
@@ -1098,12 +1105,6 @@ base_answers = {"chain": answers["base"],
 flawless_all = {"chain": ceiling.loc["chain", "all"],
                 "aimed": ceiling.loc["aimed", "all"],
                 "spelled": spelled_search["right"].mean()}
-def held_out_success(folder, step, mode="sampled"):
-    """Held-out success of a run's model at ``step`` (0: its base), greedy or
-    sampled, from the evaluation stored with the run."""
-    return pd.read_csv(RUNS / folder / f"sampled_eval_step{step}.csv",
-                       index_col=0).loc[mode, "strict_acc"]
-
 
 written = {}
 for mix, runs in [("chain", aimers["chain"]), ("aimed", aimers["aimed"]),
@@ -1130,6 +1131,9 @@ print("held-out sampled success (500 problems x 4 samples at temperature 1), "
       "aim and worked steps of the sampled answers\n(the chain runs at 2e-4 stored "
       "no answers, so its trained columns are empty)")
 print(written.to_string(float_format=lambda v: f"{v:.3f}", na_rep=""))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
 by_size = pd.DataFrame(
     {"flawless": spelled_search.groupby("size")["right"].mean(),
      "base": base_answers["spelled"].query("mode == 'sampled'").groupby("size")[
@@ -1138,7 +1142,7 @@ by_size = pd.DataFrame(
          lambda v: (v == "correct").mean())
         for i, a in enumerate(trained_answers["spelled"])}})
 by_size.index = [f"{n} numbers" for n in by_size.index]
-print("\nspelled, by problem size")
+print("spelled: held-out sampled success by problem size")
 print(by_size.to_string(float_format=lambda v: f"{v:.3f}"))
 spelled_info = json.loads((RUNS / spelled_runs[0].name / "base_pretrain_info.json")
                           .read_text())
