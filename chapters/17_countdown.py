@@ -1002,18 +1002,26 @@ def read_answers(folder, step):
                         lines=True)
 
 
+def held_out_success(folder, step, mode="sampled"):
+    """Held-out success of a run's model at ``step`` (0: its base), greedy or
+    sampled, from the evaluation stored with the run."""
+    return pd.read_csv(RUNS / folder / f"sampled_eval_step{step}.csv",
+                       index_col=0).loc[mode, "strict_acc"]
+
+
+def rise_row(runs, flawless):
+    """A base's flawless search, its sampled success and its two seeds' at step 100."""
+    base_eval, *trained = [held_out_success(r.name, step) for r, step in
+                           [(runs[0], 0)] + [(r, 100) for r in runs]]
+    return {"flawless": flawless, "base": base_eval,
+            "seed 0": trained[0], "seed 1": trained[1],
+            "rise (points)": 100 * (sum(trained) / 2 - base_eval)}
+
+
 aimers = {"chain": load_seeds("ch17_chain_anchored_lr2e-4"),
           "aimed": load_seeds("ch17_aimed", device="h100"),
           "lookahead": load_seeds("ch17_lookahead", device="h100")}
-rows = {}
-for mix, runs in aimers.items():
-    base_eval, *trained = [
-        pd.read_csv(RUNS / r.name / f"sampled_eval_step{step}.csv", index_col=0)
-        .loc["sampled", "strict_acc"]
-        for r, step in [(runs[0], 0)] + [(r, 100) for r in runs]]
-    rows[mix] = {"flawless": ceiling.loc[mix, "all"], "base": base_eval,
-                 "seed 0": trained[0], "seed 1": trained[1],
-                 "rise (points)": 100 * (sum(trained) / 2 - base_eval)}
+rows = {mix: rise_row(runs, ceiling.loc[mix, "all"]) for mix, runs in aimers.items()}
 aim = {"chain": aim_rate(read_answers(anchored[0].name, 0))}
 for mix in ("aimed", "lookahead"):
     aim[mix] = aim_rate(read_answers(aimers[mix][0].name, 0))
@@ -1083,50 +1091,31 @@ show_source(spelled_attempt, docstring=False)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-def held_out_success(folder, step, mode="sampled"):
-    """Held-out success of a run's model at ``step`` (0: its base), greedy or
-    sampled, from the evaluation stored with the run."""
-    return pd.read_csv(RUNS / folder / f"sampled_eval_step{step}.csv",
-                       index_col=0).loc[mode, "strict_acc"]
-
-
 spelled_runs = load_seeds("ch17_spelled")
 search_rng = random.Random(0)
 spelled_search = pd.DataFrame([
     {"size": len(row["numbers"]), "right": flawless_search(
         row, tok2, 256, search_rng, COUNTDOWN_MIXES["spelled"])}
     for row in test_rows.select(range(n_flawless)) for _ in range(4)])
-trained_answers = {mix: [with_verdicts(read_answers(r.name, 100)) for r in runs]
-                   for mix, runs in [("aimed", aimers["aimed"]),
-                                     ("spelled", spelled_runs)]}
 base_answers = {"chain": answers["base"],
                 "aimed": with_verdicts(read_answers(aimers["aimed"][0].name, 0)),
                 "spelled": with_verdicts(read_answers(spelled_runs[0].name, 0))}
-flawless_all = {"chain": ceiling.loc["chain", "all"],
-                "aimed": ceiling.loc["aimed", "all"],
-                "spelled": spelled_search["right"].mean()}
-
-written = {}
-for mix, runs in [("chain", aimers["chain"]), ("aimed", aimers["aimed"]),
-                  ("spelled", spelled_runs)]:
-    base_eval, *trained = [held_out_success(r.name, step) for r, step in
-                           [(runs[0], 0)] + [(r, 100) for r in runs]]
-    base_faults = diagnose(base_answers[mix])
-    row = {"flawless": flawless_all[mix], "base": base_eval,
-           "seed 0": trained[0], "seed 1": trained[1],
-           "rise (points)": 100 * (sum(trained) / 2 - base_eval),
-           "base aims": aim_rate(base_answers[mix]),
-           "steps per answer": base_faults["steps per answer"],
-           "miscomputed": base_faults["steps miscomputed"]}
-    if mix in trained_answers:
-        faults_after = [diagnose(a) for a in trained_answers[mix]]
-        row["trained aims"] = sum(aim_rate(a) for a in trained_answers[mix]) / 2
-        row["miscomputed, trained"] = sum(
-            f["steps miscomputed"] for f in faults_after) / 2
-    written[mix] = row
-written = pd.DataFrame(written).T[
-    ["flawless", "base", "seed 0", "seed 1", "rise (points)", "base aims",
-     "trained aims", "steps per answer", "miscomputed", "miscomputed, trained"]]
+trained_answers = {mix: [with_verdicts(read_answers(r.name, 100)) for r in runs]
+                   for mix, runs in [("aimed", aimers["aimed"]),
+                                     ("spelled", spelled_runs)]}
+written = pd.concat([aims.loc[["chain", "aimed"]], pd.DataFrame(
+    {"spelled": rise_row(spelled_runs, spelled_search["right"].mean())}).T])
+written.loc["spelled", "base aims"] = aim_rate(base_answers["spelled"])
+written["trained aims"] = pd.Series({
+    "aimed": aim["aimed, trained"],
+    "spelled": sum(aim_rate(a) for a in trained_answers["spelled"]) / 2})
+for mix, base in base_answers.items():
+    base_faults = diagnose(base)
+    written.loc[mix, "steps per answer"] = base_faults["steps per answer"]
+    written.loc[mix, "miscomputed"] = base_faults["steps miscomputed"]
+written["miscomputed, trained"] = pd.Series({
+    mix: sum(diagnose(a)["steps miscomputed"] for a in trained) / 2
+    for mix, trained in trained_answers.items()})
 print("held-out sampled success (500 problems x 4 samples at temperature 1), "
       "aim and worked steps of the sampled answers\n(the chain runs at 2e-4 stored "
       "no answers, so its trained columns are empty)")
