@@ -258,8 +258,8 @@ def aimed_attempt(numbers: list[int], target: int, rng: random.Random,
     ``27 + 1`` and not ``27 * 1`` for 28. ``None`` when a draw gets stuck.
     """
     attempt = chain_attempt(numbers[:], rng, max_value)
-    if attempt is None:
-        return None
+    if attempt is None or not attempt[0]:  # stuck, or one number: no step to aim
+        return attempt
     steps, expression, value = attempt
     a, _, b, _ = steps[-1]
     hits = [op for op, v in _steps_of(a, b, max_value) if v == target]
@@ -311,8 +311,8 @@ def spelled_attempt(numbers: list[int], target: int, rng: random.Random,
     hit, or with every operator missed. ``None`` when a draw gets stuck.
     """
     attempt = chain_attempt(numbers[:], rng, max_value)
-    if attempt is None:
-        return None
+    if attempt is None or not attempt[0]:  # stuck, or one number: no step to try
+        return attempt
     steps, expression, _ = attempt
     a, _, b, _ = steps[-1]
     head = expression.rsplit(" ", 2)[0]  # the expression without "op b"

@@ -410,8 +410,11 @@ def test_a_spelled_attempt_writes_each_operator_of_its_last_step_until_one_hits(
         assert [v == target for *_, v in tries].count(True) == int(hit)  # stops there
         assert safe_eval(expression) == Fraction(value)
         assert sorted(expression_literals(expression)) == sorted(numbers)
-    # the work is on the page: the rendered trace holds every try as a worked step
+    # a single number has no step to try or aim: the attempt is the number itself
     rng = random.Random(0)
+    for draw in (cc.spelled_attempt, cc.aimed_attempt):
+        assert draw([7], 7, rng) == ([], "7", 7)
+    # the work is on the page: the rendered trace holds every try as a worked step
     steps, _, _ = cc.spelled_attempt([1, 13, 14], 30, rng)
     assert cc.attempt_text(steps, 30).endswith(", not 30.")
 
