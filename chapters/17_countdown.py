@@ -35,7 +35,8 @@
 # 9. **a base that aims**: two more corpora whose attempts aim at the target, two
 #    bases and two seeds each, and how much of the aim the models learn;
 # 10. **aiming in writing**: a corpus that works out every operator of the last
-#    step, its base and two seeds on a CPU;
+#    step, its base and two seeds on a CPU, a second round, one longer schedule on
+#    a GPU, and larger groups;
 # 11. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
@@ -1195,6 +1196,123 @@ say(f"After two rounds, sampled held-out success is "
     f"{mean_range(rounds.loc['greedy', 'step 200'].tolist())} after two.")
 
 # %% [markdown]
+# Two rounds of 100 steps each restart the learning rate as well as the anchor. Is
+# one schedule of 200 steps as good, and would larger steps get there sooner? A GPU
+# lent for one 10-minute call ran the same base with one 200-step schedule, at the
+# rounds' learning rate and at twice it, two seeds each, four runs at a time. The
+# call's limit stopped the runs at steps 165-180, before their step-200 checkpoint
+# was written. So the held-out protocol reads step 100, evaluated on the same GPU,
+# base included, and the training samples show the steps after it.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+long_runs = {lr: load_seeds(f"ch17_spelled_long_lr{lr}", device="h200")
+             for lr in ("2e-4", "4e-4")}
+long_table = {}
+for lr, runs in long_runs.items():
+    for i, run in enumerate(runs):
+        long_table[(f"lr {lr}", f"seed {i}")] = {
+            "base": held_out_success(run.name, 0),
+            "step 100": held_out_success(run.name, 100),
+            "greedy, step 100": held_out_success(run.name, 100, "greedy")}
+long_table = pd.DataFrame(long_table).T
+long_table["rise (points)"] = 100 * (long_table["step 100"] - long_table["base"])
+print("one 200-step schedule on an H200: held-out sampled success (500 problems x 4 "
+      "samples at temperature 1)")
+print(long_table.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+fig, ax = plt.subplots(figsize=(7.3, 3.4))
+for i, (first, second) in enumerate(zip(spelled_runs, round2)):
+    both = pd.concat([first.metrics, second.metrics.assign(
+        step=second.metrics["step"] + 100)])
+    ax.plot(both["step"], both["accuracy"].rolling(20, min_periods=5).mean(),
+            color="C0", label="two rounds of 100 (CPU)" if i == 0 else None)
+for lr, color in (("2e-4", "C1"), ("4e-4", "C2")):
+    for i, run in enumerate(long_runs[lr]):
+        m = run.metrics
+        ax.plot(m["step"], m["accuracy"].rolling(20, min_periods=5).mean(),
+                color=color,
+                label=f"one schedule of 200, lr {lr} (H200)" if i == 0 else None)
+ax.axvline(100, color="0.6", lw=0.8, ls="--")
+ax.set(xlabel="step", ylabel="training success (20-step mean)",
+       title="The spelled base: two rounds against one schedule, two seeds each")
+ax.legend(fontsize=8)
+ax.grid(alpha=0.3)
+fig.tight_layout()
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def late_success(runs, steps=20):
+    """Training success over each run's last `steps` steps, as 'mean (range)'."""
+    return mean_range([r.metrics["accuracy"].tail(steps).mean() for r in runs])
+
+
+stopped = sorted(int(r.metrics["step"].max()) for rs in long_runs.values() for r in rs)
+first_rise = 100 * (rounds.loc["sampled", "step 100"]
+                    - rounds.loc["sampled", "base"]).mean()
+say(f"The runs stopped at steps {stopped[0]}-{stopped[-1]}. At step 100 the single "
+    f"schedule at 2e-4 answers "
+    f"{mean_range(long_table.loc['lr 2e-4', 'step 100'].tolist())} sampled, "
+    f"{long_table.loc['lr 2e-4', 'rise (points)'].mean():.1f} points above the base "
+    f"as this GPU samples it ({long_table['base'].iloc[0]:.3f}); the first CPU round, "
+    f"its learning rate decayed to zero by step 100, rose "
+    f"{first_rise:.1f}. At 4e-4: "
+    f"{mean_range(long_table.loc['lr 4e-4', 'step 100'].tolist())}, lower. Over "
+    f"their last 20 steps the training answers succeed "
+    f"{late_success(long_runs['2e-4'])} of the time at 2e-4 and "
+    f"{late_success(long_runs['4e-4'])} at 4e-4; the second round ended at "
+    f"{late_success(round2)}.")
+
+# %% [markdown]
+# Four numbers are where the rise stops. The base solves about one sampled answer
+# in a hundred there, so a group of 8 rarely holds a right answer, and dynamic
+# sampling drops every group without one: the reward almost never sees a
+# four-number success to pay. Sixteen answers per problem on half as many problems
+# a step (8 × 16 instead of 16 × 8: the same 128 answers, the same cost) make such
+# a group about twice as likely. Two seeds, 100 steps, otherwise as the first round:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+g16_runs = load_seeds("ch17_spelled_g16")
+g16_answers = [with_verdicts(read_answers(r.name, 100)) for r in g16_runs]
+
+
+def success_by_size(answers):
+    """Sampled held-out success by problem size, and over all problems."""
+    sampled = answers.query("mode == 'sampled'")
+    right = sampled["verdict"] == "correct"
+    by = right.groupby(sampled["size"]).mean()
+    by.index = [f"{n} numbers" for n in by.index]
+    return pd.concat([by, pd.Series({"all": right.mean()})])
+
+
+group_size = pd.DataFrame({
+    "base": success_by_size(base_answers["spelled"]),
+    **{f"16 x 8, seed {i}": success_by_size(a)
+       for i, a in enumerate(trained_answers["spelled"])},
+    **{f"8 x 16, seed {i}": success_by_size(a) for i, a in enumerate(g16_answers)}})
+print("spelled, step 100: held-out sampled success by problem size "
+      "(prompts x answers per step)")
+print(group_size.to_string(float_format=lambda v: f"{v:.3f}"))
+minutes = sorted({round(r.metrics["time_step"].sum() / 60) for r in g16_runs})
+print(f"8 x 16: {'-'.join(map(str, minutes))} min of steps per run")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+p4 = group_size.loc["4 numbers", "base"]
+gain = {shape: 100 * (group_size.filter(like=shape).mean(axis=1) - group_size["base"])
+        for shape in ("16 x 8", "8 x 16")}
+say(f"The base answers {p4:.3f} of four-number problems, so a group of 8 holds a "
+    f"right answer with probability {1 - (1 - p4) ** 8:.3f} and a group of 16 with "
+    f"{1 - (1 - p4) ** 16:.3f}. After 100 steps, four numbers gain "
+    f"{gain['16 x 8']['4 numbers']:.1f} points with 16 × 8 and "
+    f"{gain['8 x 16']['4 numbers']:.1f} with 8 × 16; three numbers gain "
+    f"{gain['16 x 8']['3 numbers']:.1f} and {gain['8 x 16']['3 numbers']:.1f}; all "
+    f"problems, {gain['16 x 8']['all']:.1f} and {gain['8 x 16']['all']:.1f}.")
+
+# %% [markdown]
 # Written out, the aim is learned. The spelled base takes a hitting operator far
 # more often than the aimed base, which saw the same choices made silently, and
 # GRPO raises the share further, because a trace that writes `2 * 15 = 30` after
@@ -1206,6 +1324,12 @@ say(f"After two rounds, sampled held-out success is "
 # three numbers. On four, even the flawless spelled search answers only a third of
 # the problems in 256 tokens, and the policies a few in a hundred: a longer
 # search, not a sharper one, is what four numbers need from a model of this size.
+#
+# Neither the schedule nor the group size moves that limit. One schedule of 200
+# steps keeps pace with two rounds, as far as its training answers show, and twice
+# the learning rate learns less by step 100. Sixteen answers per problem double the
+# chance that a four-number group carries a signal, and four numbers gain no more
+# for it, while three numbers, seen half as often, gain less.
 
 # %% [markdown]
 # ## What the numbers check blocks
@@ -1297,7 +1421,9 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   every operator of the last step, each worked out, aims in most attempts. It
 #   starts lower; one round of GRPO gains about as much as on the aimed base, and
 #   a second round, with the KL anchor reset to the first round's policy, gains
-#   more. Four-number problems stay out of reach in 256 tokens.
+#   more. One longer schedule keeps pace with the rounds; a doubled learning rate
+#   lags. Four-number problems stay out of reach in 256 tokens, even with twice as
+#   many answers per problem.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.
