@@ -36,7 +36,7 @@
 #    bases and two seeds each, and how much of the aim the models learn;
 # 10. **aiming in writing**: a corpus that works out every operator of the last
 #    step, its base and two seeds on a CPU, a second round, one longer schedule on
-#    a GPU, and larger groups;
+#    a GPU, larger groups and no KL anchor;
 # 11. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
@@ -1313,6 +1313,36 @@ say(f"The base answers {p4:.3f} of four-number problems, so a group of 8 holds a
     f"problems, {gain['16 x 8']['all']:.1f} and {gain['8 x 16']['all']:.1f}.")
 
 # %% [markdown]
+# The KL penalty may hold the first round back as well: the second round gained by
+# moving its anchor. The first round again without the penalty (beta 0, so no
+# anchor at all), two seeds:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+nokl_runs = load_seeds("ch17_spelled_nokl")
+nokl_answers = [with_verdicts(read_answers(r.name, 100)) for r in nokl_runs]
+anchor_table = pd.DataFrame({
+    "base": success_by_size(base_answers["spelled"]),
+    **{f"KL 0.04, seed {i}": success_by_size(a)
+       for i, a in enumerate(trained_answers["spelled"])},
+    **{f"no KL, seed {i}": success_by_size(a) for i, a in enumerate(nokl_answers)}})
+anchor_table.loc["greedy, all"] = (
+    [held_out_success(spelled_runs[0].name, 0, "greedy")]
+    + [held_out_success(r.name, 100, "greedy") for r in spelled_runs + nokl_runs])
+print("spelled, step 100: held-out sampled success by problem size, and greedy")
+print(anchor_table.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+with_kl = anchor_table.filter(like="KL 0.04").mean(axis=1)
+no_kl = anchor_table.filter(like="no KL").mean(axis=1)
+say(f"Without the penalty, sampled held-out success at step 100 is "
+    f"{mean_range(anchor_table.loc['all'].filter(like='no KL').tolist())}, against "
+    f"{mean_range(anchor_table.loc['all'].filter(like='KL 0.04').tolist())} with it; "
+    f"four numbers {no_kl['4 numbers']:.3f} against {with_kl['4 numbers']:.3f}, greedy "
+    f"{no_kl['greedy, all']:.3f} against {with_kl['greedy, all']:.3f}.")
+
+# %% [markdown]
 # Written out, the aim is learned. The spelled base takes a hitting operator far
 # more often than the aimed base, which saw the same choices made silently, and
 # GRPO raises the share further, because a trace that writes `2 * 15 = 30` after
@@ -1325,11 +1355,13 @@ say(f"The base answers {p4:.3f} of four-number problems, so a group of 8 holds a
 # the problems in 256 tokens, and the policies a few in a hundred: a longer
 # search, not a sharper one, is what four numbers need from a model of this size.
 #
-# Neither the schedule nor the group size moves that limit. One schedule of 200
-# steps keeps pace with two rounds, as far as its training answers show, and twice
-# the learning rate learns less by step 100. Sixteen answers per problem double the
-# chance that a four-number group carries a signal, and four numbers gain no more
-# for it, while three numbers, seen half as often, gain less.
+# Neither the schedule, the group size nor the anchor moves that limit. One
+# schedule of 200 steps keeps pace with two rounds, as far as its training answers
+# show, and twice the learning rate learns less by step 100. Sixteen answers per
+# problem double the chance that a four-number group carries a signal, and four
+# numbers gain no more for it, while three numbers, seen half as often, gain less.
+# Without the KL penalty the first round gains a little less, not more: the anchor
+# holds nothing back that this policy could have learned in 100 steps.
 
 # %% [markdown]
 # ## What the numbers check blocks
@@ -1422,8 +1454,8 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   starts lower; one round of GRPO gains about as much as on the aimed base, and
 #   a second round, with the KL anchor reset to the first round's policy, gains
 #   more. One longer schedule keeps pace with the rounds; a doubled learning rate
-#   lags. Four-number problems stay out of reach in 256 tokens, even with twice as
-#   many answers per problem.
+#   lags, and so does a round without the KL penalty. Four-number problems stay
+#   out of reach in 256 tokens, even with twice as many answers per problem.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.
