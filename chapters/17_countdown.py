@@ -1197,12 +1197,13 @@ say(f"After two rounds, sampled held-out success is "
 
 # %% [markdown]
 # Two rounds of 100 steps each restart the learning rate as well as the anchor. Is
-# one schedule of 200 steps as good, and would larger steps get there sooner? A GPU
-# lent for one 10-minute call ran the same base with one 200-step schedule, at the
-# rounds' learning rate and at twice it, two seeds each, four runs at a time. The
-# call's limit stopped the runs at steps 165-180, before their step-200 checkpoint
-# was written. So the held-out protocol reads step 100, evaluated on the same GPU,
-# base included, and the training samples show the steps after it.
+# one schedule of 200 steps as good, and would larger steps get there sooner? On a
+# GPU (an H200), the same base ran with one 200-step schedule, at the rounds'
+# learning rate and at twice it, two seeds each, four runs at a time, each limited
+# to 450 seconds so that all four and their evaluations fit one 10-minute job. The
+# limit stopped the runs before their step-200 checkpoint was written. So the
+# held-out protocol reads step 100, evaluated on the same GPU, base included, and
+# the training samples show the steps after it.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
