@@ -1289,11 +1289,16 @@ def success_by_size(answers):
     return pd.concat([by, pd.Series({"all": right.mean()})])
 
 
-group_size = pd.DataFrame({
-    "base": success_by_size(base_answers["spelled"]),
-    **{f"16 x 8, seed {i}": success_by_size(a)
-       for i, a in enumerate(trained_answers["spelled"])},
-    **{f"8 x 16, seed {i}": success_by_size(a) for i, a in enumerate(g16_answers)}})
+def size_table(settings):
+    """success_by_size for the spelled base, then each setting's seeds at step 100."""
+    columns = {"base": success_by_size(base_answers["spelled"])}
+    for label, seeds in settings.items():
+        columns.update({f"{label}, seed {i}": success_by_size(a)
+                        for i, a in enumerate(seeds)})
+    return pd.DataFrame(columns)
+
+
+group_size = size_table({"16 x 8": trained_answers["spelled"], "8 x 16": g16_answers})
 print("spelled, step 100: held-out sampled success by problem size "
       "(prompts x answers per step)")
 print(group_size.to_string(float_format=lambda v: f"{v:.3f}"))
@@ -1322,11 +1327,8 @@ say(f"The base answers {p4:.3f} of four-number problems, so a group of 8 holds a
 # NBVAL_IGNORE_OUTPUT
 nokl_runs = load_seeds("ch17_spelled_nokl")
 nokl_answers = [with_verdicts(read_answers(r.name, 100)) for r in nokl_runs]
-anchor_table = pd.DataFrame({
-    "base": success_by_size(base_answers["spelled"]),
-    **{f"KL 0.04, seed {i}": success_by_size(a)
-       for i, a in enumerate(trained_answers["spelled"])},
-    **{f"no KL, seed {i}": success_by_size(a) for i, a in enumerate(nokl_answers)}})
+anchor_table = size_table({"KL 0.04": trained_answers["spelled"],
+                           "no KL": nokl_answers})
 anchor_table.loc["greedy, all"] = (
     [held_out_success(spelled_runs[0].name, 0, "greedy")]
     + [held_out_success(r.name, 100, "greedy") for r in spelled_runs + nokl_runs])
