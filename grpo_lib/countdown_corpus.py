@@ -27,8 +27,10 @@ broken format   target of 50 or more (``format_rate``) /       format partial cr
                 block left open
 ==============  ============================================  ========================
 
-:class:`CountdownMix` holds the rates; :func:`countdown_documents` draws the corpus
-from the training problems only.
+:class:`CountdownMix` holds the rates, the attempt style and the writing
+(``compact`` drops the spaces, which this tokenizer spends a token on:
+``1 13 14; target 28. 13+14=27, 27+1=28.``); :func:`countdown_documents` draws the
+corpus from the training problems only.
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ class CountdownMix:
     max_misses: int = 4  # missed attempts before the hit: uniform in 0..max_misses
     attempt: str = "tree"  # one of ATTEMPT_STYLES: see draw_attempt
     max_value: int = MAX_VALUE  # largest intermediate result an attempt may show
+    compact: bool = False  # write "13+14=27" and "1 13 14; target 28.": fewer tokens
 
     def __post_init__(self):
         for name, value in asdict(self).items():
@@ -109,16 +112,27 @@ def random_attempt(numbers: list[int], rng: random.Random,
     return steps, items[0][1], items[0][0]
 
 
-def attempt_text(steps, target: int) -> str:
-    """``"13 + 14 = 27, 27 + 1 = 28."`` for a hit, ``"..., not 28."`` for a miss."""
-    body = ", ".join(f"{a} {op} {b} = {v}" for a, op, b, v in steps)
+def attempt_text(steps, target: int, compact: bool = False) -> str:
+    """``"13 + 14 = 27, 27 + 1 = 28."`` for a hit, ``"..., not 28."`` for a miss;
+    ``compact``: ``"13+14=27, 27+1=28."`` (9 tokens a step instead of 12)."""
+    step = "{}{}{}={}" if compact else "{} {} {} = {}"
+    body = ", ".join(step.format(*s) for s in steps)
     return body + ("." if steps[-1][3] == target else f", not {target}.")
 
 
-def restate(numbers: list[int], target: int) -> str:
+def restate(numbers: list[int], target: int, compact: bool = False) -> str:
     """The trace's first sentence, ``"Numbers 1, 13, 14; target 28."``: the problem
-    copied next to the attempts, which then copy from it at a short distance."""
+    copied next to the attempts, which then copy from it at a short distance.
+    ``compact``: ``"1 13 14; target 28."``."""
+    if compact:
+        return f"{' '.join(map(str, numbers))}; target {target}."
     return f"Numbers {', '.join(map(str, numbers))}; target {target}."
+
+
+def answer_text(expression: str, compact: bool = False) -> str:
+    """The answer as the trace writes it: ``"(13 + 14) + 1"``, or ``"(13+14)+1"``
+    when ``compact``."""
+    return expression.replace(" ", "") if compact else expression
 
 
 def find_attempts(numbers: list[int], target: int, rng: random.Random,
@@ -190,9 +204,10 @@ def render_response(problem: dict, behaviour: str, rng: random.Random,
             return None
         final = rng.choice(hits)
     shown = tried + ([final] if final is not None else [])
-    answer = shown[-1][1]
-    think = " ".join([restate(numbers, target)]
-                     + [attempt_text(steps, target) for steps, _, _ in shown])
+    answer = answer_text(shown[-1][1], mix.compact)
+    think = " ".join([restate(numbers, target, mix.compact)]
+                     + [attempt_text(steps, target, mix.compact)
+                        for steps, _, _ in shown])
     if behaviour == "no_tags":
         return f"{think} The answer is {answer}."
     if behaviour == "unclosed_think":
@@ -372,11 +387,14 @@ COUNTDOWN_MIXES = {
     "aimed": CountdownMix(attempt="aimed", max_value=100, max_misses=5),
     "lookahead": CountdownMix(attempt="lookahead", max_value=100, max_misses=5),
     "spelled": CountdownMix(attempt="spelled", max_value=100, max_misses=5),
+    "compact": CountdownMix(attempt="spelled", max_value=100, max_misses=7,
+                            compact=True),
 }
 """The mixes ``pretrain --task countdown --countdown-mix NAME`` can draw: ``tree``
 made the first Countdown base, ``chain`` the second, ``aimed`` and ``lookahead``
 the two of chapter 17's "A base that aims", ``spelled`` the one of "Aiming in
-writing"."""
+writing", ``compact`` the spelled search written without spaces, with up to 7 misses
+(about as many tokens as spelled's 5), of "More tries in the budget"."""
 
 
 def flawless_search(problem: dict, tokenizer, max_tokens: int, rng: random.Random,
@@ -391,14 +409,15 @@ def flawless_search(problem: dict, tokenizer, max_tokens: int, rng: random.Rando
     """
     mix = mix or COUNTDOWN_MIXES["chain"]
     numbers, target = list(problem["numbers"]), int(problem["target"])
-    think = restate(numbers, target)
+    think = restate(numbers, target, mix.compact)
     for _ in range(max_draws):
         attempt = draw_attempt(numbers, target, rng, mix)
         if attempt is None:
             continue
         steps, expression, value = attempt
-        think += " " + attempt_text(steps, target)
-        text = f"<think> {think}" + (f" </think> <answer> {expression} </answer>"
+        think += " " + attempt_text(steps, target, mix.compact)
+        answer = answer_text(expression, mix.compact)
+        text = f"<think> {think}" + (f" </think> <answer> {answer} </answer>"
                                      if value == target else "")
         if len(tokenizer(text, add_special_tokens=False)["input_ids"]) > max_tokens:
             return False

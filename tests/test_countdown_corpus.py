@@ -430,3 +430,42 @@ def test_aimed_last_steps_counts_the_attempts_that_could_hit_and_did():
     huge = "9" * 5000
     assert cc.aimed_last_steps(f"target {huge}. {huge} + 1 = {huge}.") == (0, 0)
     assert cc.aimed_last_steps(f"target 28. {huge} + 1 = 2. 27 + 1 = 28.") == (1, 1)
+
+
+def test_the_compact_mix_writes_the_spelled_search_in_fewer_tokens():
+    from dataclasses import replace
+
+    from grpo_lib.tasks.countdown import worked_steps
+
+    compact = cc.COUNTDOWN_MIXES["compact"]
+    assert (compact.attempt, compact.compact) == ("spelled", True)
+    spaced = replace(compact, compact=False)
+    tok = AutoTokenizer.from_pretrained(CHAIN_BASE)
+    expected = {"correct": "correct", "give_up": "wrong_value",
+                "drop_number": "wrong_numbers_hits_target"}
+    for behaviour, verdict in expected.items():
+        seen = 0
+        for i, problem in enumerate(train_rows(30)):
+            text = cc.render_response(problem, behaviour, random.Random(i), compact)
+            twin = cc.render_response(problem, behaviour, random.Random(i), spaced)
+            assert (text is None) == (twin is None)
+            if text is None:
+                continue
+            seen += 1
+            # the same search, step for step, written without the spaces
+            assert worked_steps(text) == worked_steps(twin) != []
+            assert all(ok for *_, ok in worked_steps(text))
+            assert " = " not in text and text.count("</answer>") == 1
+            assert countdown_verdict(text, problem["numbers"],
+                                     problem["target"]) == verdict
+            opening = cc.restate(problem["numbers"], problem["target"], compact=True)
+            assert text.startswith(f"<think> {opening} ")
+            assert cc.aimed_last_steps(text) == cc.aimed_last_steps(twin)
+            length = len(tok(text, add_special_tokens=False)["input_ids"])
+            assert length < len(tok(twin, add_special_tokens=False)["input_ids"])
+        assert seen >= 10
+    assert cc.restate([1, 13, 14], 28, compact=True) == "1 13 14; target 28."
+    steps = [(14, "+", 13, 27), (27, "+", 1, 28)]
+    assert cc.attempt_text(steps, 30, compact=True) == "14+13=27, 27+1=28, not 30."
+    assert worked_steps("14+13=27, 27 + 1 = 28") == [(14, "+", 13, 27, True),
+                                                      (27, "+", 1, 28, True)]

@@ -162,12 +162,12 @@ def load_split(split: str = "train", data_dir: str | Path = DATA_DIR):
 
 
 _WORKED_STEP = re.compile(  # whole numbers of at most 12 digits, not decimals
-    r"(?<!\d)(?<!\d\.)(\d{1,12}) ([-+*/]) (\d{1,12}) = (\d{1,12})(?!\d|\.\d)")
+    r"(?<!\d)(?<!\d\.)(\d{1,12}) ?([-+*/]) ?(\d{1,12}) ?= ?(\d{1,12})(?!\d|\.\d)")
 
 
 def worked_steps(text: str | None) -> list[tuple[int, str, int, int, bool]]:
-    """The steps ``a op b = c`` a response works out, each with whether it is right:
-    ``[(a, op, b, c, a op b == c), ...]``, in order.
+    """The steps ``a op b = c`` (or ``a+b=c``) a response works out, each with
+    whether it is right: ``[(a, op, b, c, a op b == c), ...]``, in order.
 
     Read with a regular expression, so it never evaluates the text; numbers have at
     most 12 digits (a longer one is no step), and ``/`` is right only when it divides

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Chapter 17, "More tries in the budget": the compact Countdown base, two rounds of
+# GRPO from it (two seeds), and chapter 17's held-out protocol on the base and after
+# each round, on a 2-core CPU:
+#
+#   bash scripts/countdown_compact_cpu.sh            # about 2 h 20 min on 2 cores
+#
+# BASE (default runs/compact_base) is pretrained first unless it is already there.
+# The two seeds run side by side with one torch thread each; the base is pretrained
+# and evaluated with two. Every run and evaluation writes under runs/; the chapter
+# reads the copies in data/runs/ch17_compact{,_round2}_seed{0,1}_cpu.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+BASE=${BASE:-runs/compact_base}
+if [ ! -f "$BASE/model.safetensors" ]; then
+  python -m grpo_lib pretrain --task countdown --size tiny \
+    --init-from data/models/tiny-qwen2-base --countdown-mix compact --steps 1000 \
+    --batch-size 64 --lr 0.001 --seed 0 --save-dtype bfloat16 --device cpu \
+    --eval-n 0 --save-every 250 --out "$BASE"
+fi
+
+held_out() {  # held_out MODEL CSV: chapter 17's held-out protocol, greedy and sampled
+  python -m grpo_lib eval --model "$1" --task countdown --n 500 --samples 4 \
+    --temperature 1.0 --seed 0 --max-new-tokens 256 --batch-size 128 \
+    --dtype float32 --csv "$2" --samples-out "${2%.csv}_answers.jsonl.gz"
+}
+
+grpo() {  # grpo MODEL SEED OUT: one round, the spelled runs' settings
+  OMP_NUM_THREADS=1 python -m grpo_lib train --config configs/countdown_chain_tiny.yaml \
+    --set model_name_or_path="$1" --set seed="$2" --set beta=0.04 \
+    --set learning_rate=2e-4 --set dynamic_sampling=true --set rollout_engine=fast \
+    --set max_steps=100 --set eval_every=100 --set eval_on_start=false \
+    --set eval_n=500 --set save_every=50 --set save_final=true \
+    --set progress_bar=false --set print_every=10 --set output_dir="$3"
+}
+
+mkdir -p runs/compact_base_eval
+[ -f runs/compact_base_eval/sampled_eval_step0.csv ] ||
+  held_out "$BASE" runs/compact_base_eval/sampled_eval_step0.csv
+for seed in 0 1; do
+  grpo "$BASE" $seed runs/ch17_compact_seed${seed}_cpu > runs/compact_r1_$seed.log 2>&1 &
+done
+wait
+for seed in 0 1; do
+  out=runs/ch17_compact_seed${seed}_cpu
+  OMP_NUM_THREADS=1 held_out $out/checkpoint-100 $out/sampled_eval_step100.csv &
+done
+wait
+for seed in 0 1; do
+  grpo runs/ch17_compact_seed${seed}_cpu/checkpoint-100 1$seed \
+    runs/ch17_compact_round2_seed${seed}_cpu > runs/compact_r2_$seed.log 2>&1 &
+done
+wait
+for seed in 0 1; do
+  out=runs/ch17_compact_round2_seed${seed}_cpu
+  OMP_NUM_THREADS=1 held_out $out/checkpoint-100 $out/sampled_eval_step100.csv &
+done
+wait
+echo "done"
