@@ -37,7 +37,9 @@
 # 10. **aiming in writing**: a corpus that works out every operator of the last
 #    step, its base and two seeds on a CPU, a second round, one longer schedule on
 #    a GPU, larger groups and no KL anchor;
-# 11. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
+# 11. **more tries in the budget**: the same search written in fewer tokens, a base
+#    that does worse for it, and a round of GRPO, two seeds;
+# 12. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -52,7 +54,7 @@ import random
 import re
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -60,7 +62,7 @@ import torch
 import transformers
 
 from grpo_lib.countdown_corpus import (COUNTDOWN_MIXES, aimed_attempt,
-                                       aimed_last_steps, chain_attempt,
+                                       aimed_last_steps, attempt_text, chain_attempt,
                                        countdown_documents, flawless_search,
                                        render_response, restate, spelled_attempt)
 from grpo_lib.display import say, show_source
@@ -1280,13 +1282,17 @@ g16_runs = load_seeds("ch17_spelled_g16")
 g16_answers = [with_verdicts(read_answers(r.name, 100)) for r in g16_runs]
 
 
+def share_by_size(right, size):
+    """The share of True in `right` by problem `size`, and over all problems."""
+    by = right.groupby(size).mean()
+    by.index = [f"{n} numbers" for n in by.index]
+    return pd.concat([by, pd.Series({"all": right.mean()})])
+
+
 def success_by_size(answers):
     """Sampled held-out success by problem size, and over all problems."""
     sampled = answers.query("mode == 'sampled'")
-    right = sampled["verdict"] == "correct"
-    by = right.groupby(sampled["size"]).mean()
-    by.index = [f"{n} numbers" for n in by.index]
-    return pd.concat([by, pd.Series({"all": right.mean()})])
+    return share_by_size(sampled["verdict"] == "correct", sampled["size"])
 
 
 def size_table(settings):
@@ -1365,6 +1371,156 @@ say(f"Without the penalty, sampled held-out success at step 100 is "
 # numbers gain no more for it, while three numbers, seen half as often, gain less.
 # Without the KL penalty the first round gains a little less, not more: the anchor
 # holds nothing back that this policy could have learned in 100 steps.
+
+# %% [markdown]
+# ## More tries in the budget
+#
+# Four numbers need a longer search, and the budget stays at 256 tokens. Much of a
+# spelled trace, though, is spaces: this tokenizer spends a token on the space
+# before a number, so `13+14` is shorter than `13 + 14`. The `compact` mix writes
+# the spelled search's steps as `13+14 = 27` and its answer unspaced. It
+# keeps the space before each result, so that a result that hits is written as the
+# copied target is (` 27`, `target 27.`). Each attempt is shorter, so the traces
+# show up to 6 missed attempts instead of 5. The search, the flaws and their
+# triggers are the same. One step, one problem's search written both ways, and
+# the corpora's mean response length:
+
+# %%
+def n_tokens(text):
+    return len(tok2(text, add_special_tokens=False)["input_ids"])
+
+
+compact_mix = COUNTDOWN_MIXES["compact"]
+for name in ("spelled", "compact"):
+    mix = COUNTDOWN_MIXES[name]
+    twin = replace(compact_mix, compact=mix.compact)  # one search, this writing
+    one_step = attempt_text([(13, "+", 14, 27)], 27, mix.compact)
+    trace = render_response(train_rows[2], "correct", random.Random(4), twin)
+    docs = countdown_documents(list(train_rows.select(range(2000))), 300, mix, seed=0)
+    lengths = [n_tokens(d["response"]) for d in docs]
+    print(f"{name}: {one_step!r} is {n_tokens(one_step)} tokens; this trace "
+          f"{n_tokens(trace)}:\n  {trace}\n  {len(docs)} responses of the corpus, "
+          f"up to {mix.max_misses} misses: {sum(lengths) / len(lengths):.0f} tokens "
+          f"on average")
+
+# %% [markdown]
+# Run flawlessly, the compact search answers more held-out problems within 256
+# tokens:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+search_rng = random.Random(0)
+compact_search = pd.DataFrame([
+    {"size": len(row["numbers"]), "right": flawless_search(
+        row, tok2, 256, search_rng, compact_mix)}
+    for row in test_rows.select(range(n_flawless)) for _ in range(4)])
+ceilings_written = pd.DataFrame({
+    name: share_by_size(search["right"], search["size"])
+    for name, search in [("spelled", spelled_search), ("compact", compact_search)]})
+print(f"flawless search within 256 tokens, {n_flawless} held-out problems x 4 draws")
+print(ceilings_written.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %% [markdown]
+# The compact base was pretrained exactly as the spelled one was, then trained with
+# the first round's settings, two seeds, on this book's CPU. Beside the held-out
+# success, the table counts the attempts that combine exactly the problem's
+# numbers: an attempt that reuses a number, or brings one the problem does not
+# have, cannot be the answer however well it aims. `attempt_numbers` reads them
+# from the worked steps.
+
+# %%
+def attempt_numbers(steps):
+    """The numbers one attempt combines, sorted: the first step's two, then the one
+    each later step brings (the tries of one last step bring theirs once)."""
+    used = [steps[0][0]]
+    for k, (a, _, b, _, _) in enumerate(steps):
+        if k == 0 or (a, b) != (steps[k - 1][0], steps[k - 1][2]):
+            used.append(b)
+    return sorted(used)
+
+
+def given_numbers_share(answers):
+    """Of the sampled answers' attempts, the share that combine exactly the
+    problem's numbers."""
+    sampled = answers.query("mode == 'sampled'")
+    right = [attempt_numbers(steps) == sorted(parse_question(question)[0])
+             for text, question in zip(sampled["completion"], sampled["question"])
+             for sentence in text.split("</think>")[0].split(". ")
+             if (steps := worked_steps(sentence))]
+    return sum(right) / len(right)
+
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+compact_runs = load_seeds("ch17_compact")
+compact_answers = {
+    "base": with_verdicts(read_answers(compact_runs[0].name, 0)),
+    "trained": [with_verdicts(read_answers(r.name, 100)) for r in compact_runs]}
+writing = {}
+for mix, runs, base, trained in [
+        ("spelled", spelled_runs, base_answers["spelled"], trained_answers["spelled"]),
+        ("compact", compact_runs, compact_answers["base"], compact_answers["trained"])]:
+    base_card = pd.read_csv(RUNS / runs[0].name / "sampled_eval_step0.csv",
+                            index_col=0)
+    writing[mix] = {
+        "flawless": ceilings_written.loc["all", mix],
+        "base greedy": base_card.loc["greedy", "strict_acc"],
+        "base sampled": base_card.loc["sampled", "strict_acc"],
+        "base, 1 of 4": base_card.loc["sampled", "pass_at_k"],
+        "given numbers": given_numbers_share(base),
+        "miscomputed": diagnose(base)["steps miscomputed"],
+        "step 100": sum(held_out_success(r.name, 100) for r in runs) / 2,
+        "given numbers, trained": sum(given_numbers_share(a) for a in trained) / 2}
+writing = pd.DataFrame(writing).T
+writing["rise (points)"] = 100 * (writing["step 100"] - writing["base sampled"])
+print("held-out success (500 problems; sampled: 4 at temperature 1; step 100: mean "
+      "of two seeds), attempts that combine the given numbers, steps miscomputed")
+print(writing.to_string(float_format=lambda v: f"{v:.3f}"))
+compact_info = json.loads((RUNS / compact_runs[0].name / "base_pretrain_info.json")
+                          .read_text())
+step_minutes = sorted(round(r.metrics["time_step"].sum() / 60) for r in compact_runs)
+print(f"compact: pretraining {compact_info['wall_time_s'] / 60:.0f} min on "
+      f"{compact_info['device']}; GRPO {step_minutes[0]}-{step_minutes[-1]} min of "
+      f"steps per run")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+say(f"Written compactly, the flawless search answers "
+    f"{ceilings_written.loc['all', 'compact']:.3f} of the held-out problems against "
+    f"{ceilings_written.loc['all', 'spelled']:.3f}, four numbers "
+    f"{ceilings_written.loc['4 numbers', 'compact']:.3f} against "
+    f"{ceilings_written.loc['4 numbers', 'spelled']:.3f}. The base pretrained on it "
+    f"answers {writing.loc['compact', 'base sampled']:.3f} sampled and "
+    f"{writing.loc['compact', 'base greedy']:.3f} greedy, against "
+    f"{writing.loc['spelled', 'base sampled']:.3f} and "
+    f"{writing.loc['spelled', 'base greedy']:.3f} for the spelled base. Of its "
+    f"attempts, {writing.loc['compact', 'given numbers']:.3f} combine exactly the "
+    f"problem's numbers, against {writing.loc['spelled', 'given numbers']:.3f}. One "
+    f"round of GRPO brings it to "
+    f"{mean_range([held_out_success(r.name, 100) for r in compact_runs])} sampled, "
+    f"{writing.loc['compact', 'rise (points)']:.1f} points, against "
+    f"{writing.loc['spelled', 'rise (points)']:.1f} from the spelled base; after it, "
+    f"{writing.loc['compact', 'given numbers, trained']:.3f} of the compact policy's "
+    f"attempts combine the right numbers, and "
+    f"{writing.loc['spelled', 'given numbers, trained']:.3f} of the spelled one's.")
+
+# %% [markdown]
+# Fewer tokens per attempt bought a longer search on paper and a weaker model in
+# practice. The compact base, pretrained on as many documents, combines exactly the
+# problem's numbers in far fewer of its attempts: it reuses a number, or brings one
+# the problem does not have, and such an attempt cannot be the answer however well
+# its last step aims. In the spelled writing a number is the same tokens wherever
+# it appears, in the prompt, in the trace's copy of the problem and in every step:
+# a space, then its digits. Written as `13+14`, the `14` follows an operator
+# instead, and the step no longer repeats the copy token for token. Our reading of
+# the table is that a model of this size keeps track of its numbers by that
+# repetition; these runs show the effect, not the mechanism. With fewer right
+# answers in its groups, GRPO has less to pay for, and one round gains far fewer
+# points than from the spelled base. Nor does it repair the bookkeeping: the round
+# that raises the spelled policy's share of attempts with the right numbers lowers
+# the compact policy's. To this tokenizer the spaces are not padding:
+# a corpus for a tiny model should write what the model must copy the same way
+# every time.
 
 # %% [markdown]
 # ## What the numbers check blocks
@@ -1459,6 +1615,10 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   more. One longer schedule keeps pace with the rounds; a doubled learning rate
 #   lags, and so does a round without the KL penalty. Four-number problems stay
 #   out of reach in 256 tokens, even with twice as many answers per problem.
+# - Writing the same search in fewer tokens, without the spaces around operators,
+#   lets a flawless search answer more problems in 256 tokens. The base pretrained
+#   on it keeps track of its numbers worse and answers fewer problems, and GRPO
+#   gains little from it: to this tokenizer the spaces mark what the model copies.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.

@@ -28,8 +28,8 @@ broken format   target of 50 or more (``format_rate``) /       format partial cr
 ==============  ============================================  ========================
 
 :class:`CountdownMix` holds the rates, the attempt style and the writing
-(``compact`` drops the spaces, which this tokenizer spends a token on:
-``1 13 14; target 28. 13+14=27, 27+1=28.``); :func:`countdown_documents` draws the
+(``compact`` drops the spaces around operators, which this tokenizer spends tokens
+on: ``13+14 = 27, 27+1 = 28.``); :func:`countdown_documents` draws the
 corpus from the training problems only.
 """
 from __future__ import annotations
@@ -60,7 +60,7 @@ class CountdownMix:
     max_misses: int = 4  # missed attempts before the hit: uniform in 0..max_misses
     attempt: str = "tree"  # one of ATTEMPT_STYLES: see draw_attempt
     max_value: int = MAX_VALUE  # largest intermediate result an attempt may show
-    compact: bool = False  # write "13+14=27" and "1 13 14; target 28.": fewer tokens
+    compact: bool = False  # write "13+14 = 27" and "(13+14)+1": fewer tokens
 
     def __post_init__(self):
         for name, value in asdict(self).items():
@@ -114,18 +114,16 @@ def random_attempt(numbers: list[int], rng: random.Random,
 
 def attempt_text(steps, target: int, compact: bool = False) -> str:
     """``"13 + 14 = 27, 27 + 1 = 28."`` for a hit, ``"..., not 28."`` for a miss;
-    ``compact``: ``"13+14=27, 27+1=28."`` (9 tokens a step instead of 12)."""
-    step = "{}{}{}={}" if compact else "{} {} {} = {}"
+    ``compact``: ``"13+14 = 27, 27+1 = 28."``. The space before a result stays, so
+    a result that hits is written as the target is (``target 28.``)."""
+    step = "{}{}{} = {}" if compact else "{} {} {} = {}"
     body = ", ".join(step.format(*s) for s in steps)
     return body + ("." if steps[-1][3] == target else f", not {target}.")
 
 
-def restate(numbers: list[int], target: int, compact: bool = False) -> str:
+def restate(numbers: list[int], target: int) -> str:
     """The trace's first sentence, ``"Numbers 1, 13, 14; target 28."``: the problem
-    copied next to the attempts, which then copy from it at a short distance.
-    ``compact``: ``"1 13 14; target 28."``."""
-    if compact:
-        return f"{' '.join(map(str, numbers))}; target {target}."
+    copied next to the attempts, which then copy from it at a short distance."""
     return f"Numbers {', '.join(map(str, numbers))}; target {target}."
 
 
@@ -205,7 +203,7 @@ def render_response(problem: dict, behaviour: str, rng: random.Random,
         final = rng.choice(hits)
     shown = tried + ([final] if final is not None else [])
     answer = answer_text(shown[-1][1], mix.compact)
-    think = " ".join([restate(numbers, target, mix.compact)]
+    think = " ".join([restate(numbers, target)]
                      + [attempt_text(steps, target, mix.compact)
                         for steps, _, _ in shown])
     if behaviour == "no_tags":
@@ -387,14 +385,14 @@ COUNTDOWN_MIXES = {
     "aimed": CountdownMix(attempt="aimed", max_value=100, max_misses=5),
     "lookahead": CountdownMix(attempt="lookahead", max_value=100, max_misses=5),
     "spelled": CountdownMix(attempt="spelled", max_value=100, max_misses=5),
-    "compact": CountdownMix(attempt="spelled", max_value=100, max_misses=7,
+    "compact": CountdownMix(attempt="spelled", max_value=100, max_misses=6,
                             compact=True),
 }
 """The mixes ``pretrain --task countdown --countdown-mix NAME`` can draw: ``tree``
 made the first Countdown base, ``chain`` the second, ``aimed`` and ``lookahead``
 the two of chapter 17's "A base that aims", ``spelled`` the one of "Aiming in
-writing", ``compact`` the spelled search written without spaces, with up to 7 misses
-(about as many tokens as spelled's 5), of "More tries in the budget"."""
+writing", ``compact`` the spelled search written with fewer spaces, with up to 6
+misses (as many tokens, on average, as spelled's 5), of "More tries in the budget"."""
 
 
 def flawless_search(problem: dict, tokenizer, max_tokens: int, rng: random.Random,
@@ -409,7 +407,7 @@ def flawless_search(problem: dict, tokenizer, max_tokens: int, rng: random.Rando
     """
     mix = mix or COUNTDOWN_MIXES["chain"]
     numbers, target = list(problem["numbers"]), int(problem["target"])
-    think = restate(numbers, target, mix.compact)
+    think = restate(numbers, target)
     for _ in range(max_draws):
         attempt = draw_attempt(numbers, target, rng, mix)
         if attempt is None:

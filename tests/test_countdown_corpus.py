@@ -455,17 +455,16 @@ def test_the_compact_mix_writes_the_spelled_search_in_fewer_tokens():
             # the same search, step for step, written without the spaces
             assert worked_steps(text) == worked_steps(twin) != []
             assert all(ok for *_, ok in worked_steps(text))
-            assert " = " not in text and text.count("</answer>") == 1
+            assert " + " not in text and text.count("</answer>") == 1
             assert countdown_verdict(text, problem["numbers"],
                                      problem["target"]) == verdict
-            opening = cc.restate(problem["numbers"], problem["target"], compact=True)
-            assert text.startswith(f"<think> {opening} ")
+            opening = cc.restate(problem["numbers"], problem["target"])
+            assert text.startswith(f"<think> {opening} ")  # the spelled copy
             assert cc.aimed_last_steps(text) == cc.aimed_last_steps(twin)
             length = len(tok(text, add_special_tokens=False)["input_ids"])
             assert length < len(tok(twin, add_special_tokens=False)["input_ids"])
         assert seen >= 10
-    assert cc.restate([1, 13, 14], 28, compact=True) == "1 13 14; target 28."
     steps = [(14, "+", 13, 27), (27, "+", 1, 28)]
-    assert cc.attempt_text(steps, 30, compact=True) == "14+13=27, 27+1=28, not 30."
+    assert cc.attempt_text(steps, 30, compact=True) == "14+13 = 27, 27+1 = 28, not 30."
     assert worked_steps("14+13=27, 27 + 1 = 28") == [(14, "+", 13, 27, True),
                                                       (27, "+", 1, 28, True)]
