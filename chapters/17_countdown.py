@@ -832,10 +832,20 @@ for i, r in enumerate(anchored):
 n_held = answers["base"]["prompt_index"].nunique()
 tok2 = transformers.AutoTokenizer.from_pretrained(BASE2)
 n_flawless = P.pick(smoke=50, cpu=n_held, gpu=n_held)
-search_rng = random.Random(0)
-flawless = pd.DataFrame([{"size": len(row["numbers"]), "right": flawless_search(
-    row, tok2, 256, search_rng)} for row in test_rows.select(range(n_flawless))
-    for _ in range(4)])
+
+
+def search_draws(mix=None, max_tokens=256, rng=None):
+    """The flawless search (`mix`, the chain corpus by default) on the first
+    n_flawless held-out problems, 4 draws each from `rng` (a fresh seed 0 by
+    default): one row per draw, the problem's size and whether it answered."""
+    rng = rng or random.Random(0)
+    return pd.DataFrame([
+        {"size": len(row["numbers"]),
+         "right": flawless_search(row, tok2, max_tokens, rng, mix)}
+        for row in test_rows.select(range(n_flawless)) for _ in range(4)])
+
+
+flawless = search_draws()
 success = pd.DataFrame(
     {"flawless search": flawless.groupby("size")["right"].mean(),
      **{k: s.query("mode == 'sampled'").groupby("size")["verdict"].apply(
@@ -910,11 +920,9 @@ say(f"Miscomputed steps, base then trained: "
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-search_rng = random.Random(0)
-flawless512 = [flawless_search(row, tok2, 512, search_rng)
-               for row in test_rows.select(range(n_flawless)) for _ in range(4)]
+flawless512 = search_draws(max_tokens=512)["right"]
 budget = {"flawless search": {"256 tokens": success.loc["all", "flawless search"],
-                              "512 tokens": sum(flawless512) / len(flawless512)}}
+                              "512 tokens": flawless512.mean()}}
 for name, folder, step in [("base", anchored[0].name, 0)] + [
         (f"seed {i}", r.name, last_step) for i, r in enumerate(anchored)]:
     short, long = (pd.read_csv(RUNS / folder / f"{stem}{step}.csv", index_col=0)
@@ -968,11 +976,9 @@ show_source(aimed_attempt, docstring=False)
 # %%
 # NBVAL_IGNORE_OUTPUT
 MIXES = ["chain", "aimed", "lookahead"]
-search_rng = random.Random(0)
-aiming = pd.DataFrame([
-    {"corpus": mix, "size": len(row["numbers"]), "right": flawless_search(
-        row, tok2, 256, search_rng, COUNTDOWN_MIXES[mix])}
-    for mix in MIXES for row in test_rows.select(range(n_flawless)) for _ in range(4)])
+search_rng = random.Random(0)  # one stream through the three corpora
+aiming = pd.concat([search_draws(COUNTDOWN_MIXES[mix], rng=search_rng).assign(
+    corpus=mix) for mix in MIXES], ignore_index=True)
 ceiling = aiming.pivot_table(index="corpus", columns="size", values="right")
 ceiling.columns = [f"{n} numbers" for n in ceiling.columns]
 ceiling["all"] = aiming.groupby("corpus")["right"].mean()
@@ -1095,11 +1101,7 @@ show_source(spelled_attempt, docstring=False)
 # %%
 # NBVAL_IGNORE_OUTPUT
 spelled_runs = load_seeds("ch17_spelled")
-search_rng = random.Random(0)
-spelled_search = pd.DataFrame([
-    {"size": len(row["numbers"]), "right": flawless_search(
-        row, tok2, 256, search_rng, COUNTDOWN_MIXES["spelled"])}
-    for row in test_rows.select(range(n_flawless)) for _ in range(4)])
+spelled_search = search_draws(COUNTDOWN_MIXES["spelled"])
 base_answers = {"chain": answers["base"],
                 "aimed": with_verdicts(read_answers(aimers["aimed"][0].name, 0)),
                 "spelled": with_verdicts(read_answers(spelled_runs[0].name, 0))}
@@ -1409,11 +1411,7 @@ for name in ("spelled", "compact"):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-search_rng = random.Random(0)
-compact_search = pd.DataFrame([
-    {"size": len(row["numbers"]), "right": flawless_search(
-        row, tok2, 256, search_rng, compact_mix)}
-    for row in test_rows.select(range(n_flawless)) for _ in range(4)])
+compact_search = search_draws(compact_mix)
 ceilings_written = pd.DataFrame({
     name: share_by_size(search["right"], search["size"])
     for name, search in [("spelled", spelled_search), ("compact", compact_search)]})
