@@ -39,7 +39,9 @@
 #    a GPU, larger groups and no KL anchor;
 # 11. **more tries in the budget**: the same search written in fewer tokens, a base
 #    that does worse for it, and a round of GRPO, two seeds;
-# 12. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
+# 12. **a longer budget**: the spelled base's two rounds again with 384 new tokens,
+#    two seeds;
+# 13. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1171,16 +1173,21 @@ say(f"Where the last step could hit, the spelled base takes a hitting operator i
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+def round_table(first_round, second_round):
+    """Held-out success of the base, step 100 and step 200 of two rounds, per mode
+    and seed, with the rise from the base."""
+    table = pd.DataFrame({
+        (mode, f"seed {i}"): {"base": held_out_success(first.name, 0, mode),
+                              "step 100": held_out_success(first.name, 100, mode),
+                              "step 200": held_out_success(second.name, 100, mode)}
+        for mode in ("sampled", "greedy")
+        for i, (first, second) in enumerate(zip(first_round, second_round))}).T
+    table["rise (points)"] = 100 * (table["step 200"] - table["base"])
+    return table
+
+
 round2 = load_seeds("ch17_spelled_round2")
-rounds = {}
-for mode in ("sampled", "greedy"):
-    for i, (first, second) in enumerate(zip(spelled_runs, round2)):
-        rounds[(mode, f"seed {i}")] = {
-            "base": held_out_success(first.name, 0, mode),
-            "step 100": held_out_success(first.name, 100, mode),
-            "step 200": held_out_success(second.name, 100, mode)}
-rounds = pd.DataFrame(rounds).T
-rounds["rise (points)"] = 100 * (rounds["step 200"] - rounds["base"])
+rounds = round_table(spelled_runs, round2)
 print("held-out success of the spelled runs, 500 problems (4 samples at temperature "
       "1, or greedy)")
 print(rounds.to_string(float_format=lambda v: f"{v:.3f}"))
@@ -1227,10 +1234,15 @@ print("one 200-step schedule on an H200: held-out sampled success (500 problems 
 print(long_table.to_string(float_format=lambda v: f"{v:.3f}"))
 
 # %%
+def two_rounds(first, second):
+    """One seed's training metrics over both rounds, the second's steps after 100."""
+    return pd.concat([first.metrics,
+                      second.metrics.assign(step=second.metrics["step"] + 100)])
+
+
 fig, ax = plt.subplots(figsize=(7.3, 3.4))
 for i, (first, second) in enumerate(zip(spelled_runs, round2)):
-    both = pd.concat([first.metrics, second.metrics.assign(
-        step=second.metrics["step"] + 100)])
+    both = two_rounds(first, second)
     ax.plot(both["step"], both["accuracy"].rolling(20, min_periods=5).mean(),
             color="C0", label="two rounds of 100 (CPU)" if i == 0 else None)
 for lr, color in (("2e-4", "C1"), ("4e-4", "C2")):
@@ -1521,6 +1533,146 @@ say(f"Written compactly, the flawless search answers "
 # every time.
 
 # %% [markdown]
+# ## A longer budget
+#
+# The other way to let four numbers finish is a larger budget. At 512 tokens the
+# chain base gained nothing, because its pretraining traces end before the extra
+# room. The spelled traces are longer: an attempt that misses writes up to four
+# last steps. The corpus's response lengths, and the flawless spelled search
+# within 256 and 384 tokens:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+spelled_docs = countdown_documents(list(train_rows.select(range(3000))), 2000,
+                                   COUNTDOWN_MIXES["spelled"], seed=0)
+spelled_tokens = pd.Series([n_tokens(d["response"]) for d in spelled_docs])
+print(f"{len(spelled_docs):,} responses of the spelled corpus: "
+      f"{(spelled_tokens > 256).mean():.3f} run past 256 tokens, "
+      f"{(spelled_tokens > 384).mean():.3f} past 384; the longest has "
+      f"{spelled_tokens.max()}")
+spelled_search384 = search_draws(COUNTDOWN_MIXES["spelled"], max_tokens=384)
+ceilings_budget = pd.DataFrame({
+    f"{n} tokens": share_by_size(search["right"], search["size"])
+    for n, search in [(256, spelled_search), (384, spelled_search384)]})
+print(f"flawless spelled search, {n_flawless} held-out problems x 4 draws")
+print(ceilings_budget.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %% [markdown]
+# So the spelled base has seen searches that need more than 256 tokens. The two
+# rounds ran again with one change: the policy writes up to 384 new tokens
+# (`max_completion_length=384`), two seeds on this book's CPU. The held-out
+# protocol, the base's evaluation included, uses the same 384 tokens, so each rise
+# is measured under the budget the policy had.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+runs384 = load_seeds("ch17_spelled_384")
+round2_384 = load_seeds("ch17_spelled_384_round2")
+by_budget = {256: rounds, 384: round_table(runs384, round2_384)}
+budgets = pd.concat({f"{n} tokens": table for n, table in by_budget.items()})
+print("held-out success of the spelled runs, 500 problems (4 samples at temperature "
+      "1, or greedy), within the budget they trained with")
+print(budgets.to_string(float_format=lambda v: f"{v:.3f}"))
+median_step = {n: pd.concat([r.metrics for r in runs]).time_step.median()
+               for n, runs in [(256, spelled_runs + round2),
+                               (384, runs384 + round2_384)]}
+print(f"median step: {median_step[256]:.0f} s at 256 tokens, {median_step[384]:.0f} s "
+      f"at 384 (one thread, beside the other seed)")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def repeats_an_attempt(text):
+    """Whether a trace writes one of its attempts twice, word for word."""
+    attempts = [a.strip() for a in text.split("</think>")[0].split(". ")[1:]]
+    attempts = [a for a in attempts if a]
+    return len(attempts) != len(set(attempts))
+
+
+def sampled_by_size(folder, step):
+    """success_by_size of a run's held-out answers at `step`, the share cut off and
+    the share that repeat an attempt."""
+    answers = with_verdicts(read_answers(folder, step)).query("mode == 'sampled'")
+    return pd.concat([success_by_size(answers), pd.Series({
+        "cut off": answers["truncated"].mean(),
+        "repeat an attempt": answers["completion"].map(repeats_an_attempt).mean()})])
+
+
+def mean_by_size(seeds, step):
+    return sum(sampled_by_size(r.name, step) for r in seeds) / len(seeds)
+
+
+budget_sizes = pd.DataFrame({
+    "256: base": sampled_by_size(spelled_runs[0].name, 0),
+    "256: step 200": mean_by_size(round2, 100),
+    "384: base": sampled_by_size(runs384[0].name, 0),
+    "384: step 100": mean_by_size(runs384, 100),
+    "384: step 200": mean_by_size(round2_384, 100)})
+print("held-out sampled success by problem size, answers cut off and answers that "
+      "repeat an attempt (trained: mean of two seeds)")
+print(budget_sizes.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+fig, ax = plt.subplots(figsize=(7.3, 3.4))
+for tokens, color, (first_round, second_round) in [
+        (256, "C0", (spelled_runs, round2)), (384, "C3", (runs384, round2_384))]:
+    for i, (first, second) in enumerate(zip(first_round, second_round)):
+        both = two_rounds(first, second)
+        ax.plot(both["step"], both["accuracy"].rolling(20, min_periods=5).mean(),
+                color=color, label=f"{tokens} new tokens" if i == 0 else None)
+ax.axvline(100, color="0.6", lw=0.8, ls="--")
+ax.set(xlabel="step", ylabel="training success (20-step mean)",
+       title="The spelled base: two rounds at two budgets, two seeds each")
+ax.legend(fontsize=8)
+ax.grid(alpha=0.3)
+fig.tight_layout()
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+long_sampled, long_greedy = by_budget[384].loc["sampled"], by_budget[384].loc["greedy"]
+say(f"Of the spelled corpus's responses, {(spelled_tokens > 256).mean():.3f} run "
+    f"past 256 tokens and {(spelled_tokens > 384).mean():.3f} past 384. Within 384 "
+    f"tokens the flawless search answers "
+    f"{ceilings_budget.loc['all', '384 tokens']:.3f} of the held-out problems, "
+    f"against {ceilings_budget.loc['all', '256 tokens']:.3f}; four numbers "
+    f"{ceilings_budget.loc['4 numbers', '384 tokens']:.3f} against "
+    f"{ceilings_budget.loc['4 numbers', '256 tokens']:.3f}. The base answers "
+    f"{long_sampled['base'].iloc[0]:.3f} sampled at 384 "
+    f"tokens and {rounds.loc['sampled', 'base'].iloc[0]:.3f} at "
+    f"256. Two rounds at 384 tokens bring it to "
+    f"{mean_range(long_sampled['step 200'].tolist())}, "
+    f"{mean_range(long_sampled['rise (points)'].tolist(), 1)} points above the "
+    f"base; at 256 tokens, "
+    f"{mean_range(sampled_rise.tolist(), 1)}. Greedy, at 384 tokens: "
+    f"{long_greedy['base'].iloc[0]:.3f} for the base, "
+    f"{mean_range(long_greedy['step 200'].tolist())} "
+    f"after two rounds. Four numbers: "
+    f"{budget_sizes.loc['4 numbers', '384: base']:.3f} for the base, "
+    f"{budget_sizes.loc['4 numbers', '384: step 200']:.3f} after two rounds, "
+    f"against {budget_sizes.loc['4 numbers', '256: step 200']:.3f} at 256 tokens. "
+    f"At 384 tokens {budget_sizes.loc['cut off', '384: base']:.3f} of the base's "
+    f"sampled answers are cut off and "
+    f"{budget_sizes.loc['cut off', '384: step 200']:.3f} after two rounds; "
+    f"{budget_sizes.loc['repeat an attempt', '384: base']:.3f} of the base's write "
+    f"an attempt twice, and "
+    f"{budget_sizes.loc['repeat an attempt', '384: step 200']:.3f} after two rounds "
+    f"({budget_sizes.loc['repeat an attempt', '256: base']:.3f} and "
+    f"{budget_sizes.loc['repeat an attempt', '256: step 200']:.3f} at 256 tokens).")
+
+# %% [markdown]
+# More room lets the flawless search answer about a quarter more problems, and the
+# base a little more, yet two rounds of GRPO end where they ended at 256 tokens,
+# on four numbers as well. The trained policies spend much of the extra room on
+# attempts they have already written: GRPO makes answers that repeat an attempt,
+# word for word, about three times as common at either budget, and at 384 tokens
+# more answers run out of room after training than before it. Nothing in the
+# reward charges for a repeat, and a policy that cannot keep track of what it has
+# tried gains nothing from the room to try more. A longer search is what four
+# numbers need, and a longer budget alone does not give one to a model of this
+# size: it would first have to keep track of its attempts and of the numbers each
+# one uses, the bookkeeping the compact corpus showed to be fragile.
+
+# %% [markdown]
 # ## What the numbers check blocks
 #
 # `metrics.csv` logs, at every step, the share of the 128 sampled answers that a
@@ -1617,6 +1769,10 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   lets a flawless search answer more problems in 256 tokens. The base pretrained
 #   on it keeps track of its numbers worse and answers fewer problems, and GRPO
 #   gains little from it: to this tokenizer the spaces mark what the model copies.
+# - A budget of 384 tokens, room for nearly every spelled trace, lets the flawless
+#   search answer more. Two rounds of GRPO at that budget end where they ended at
+#   256 tokens, four numbers included; the trained policies spend the room
+#   repeating attempts they have already written.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.
