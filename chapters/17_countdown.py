@@ -1667,7 +1667,7 @@ say(f"Of the spelled corpus's responses, {(spelled_tokens > 256).mean():.3f} run
 # word for word, about three times as common at either budget, and at 384 tokens
 # more answers run out of room after training than before it. Nothing in the
 # reward charges for a repeat, and a policy that cannot keep track of what it has
-# tried gains nothing from the room to try more. A longer search is what four
+# tried gains little from the room to try more. A longer search is what four
 # numbers need, and a longer budget alone does not give one to a model of this
 # size: it would first have to keep track of its attempts and of the numbers each
 # one uses, the bookkeeping the compact corpus showed to be fragile.
