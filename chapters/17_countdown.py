@@ -1240,6 +1240,16 @@ def two_rounds(first, second):
                       second.metrics.assign(step=second.metrics["step"] + 100)])
 
 
+def finish_round_plot(ax, title):
+    """A line at step 100, where the second round starts, then labels and grid."""
+    ax.axvline(100, color="0.6", lw=0.8, ls="--")
+    ax.set(xlabel="step", ylabel="training success (20-step mean)", title=title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.figure.tight_layout()
+    plt.show()
+
+
 fig, ax = plt.subplots(figsize=(7.3, 3.4))
 for i, (first, second) in enumerate(zip(spelled_runs, round2)):
     both = two_rounds(first, second)
@@ -1251,13 +1261,8 @@ for lr, color in (("2e-4", "C1"), ("4e-4", "C2")):
         ax.plot(m["step"], m["accuracy"].rolling(20, min_periods=5).mean(),
                 color=color,
                 label=f"one schedule of 200, lr {lr} (H200)" if i == 0 else None)
-ax.axvline(100, color="0.6", lw=0.8, ls="--")
-ax.set(xlabel="step", ylabel="training success (20-step mean)",
-       title="The spelled base: two rounds against one schedule, two seeds each")
-ax.legend(fontsize=8)
-ax.grid(alpha=0.3)
-fig.tight_layout()
-plt.show()
+finish_round_plot(ax, "The spelled base: two rounds against one schedule, "
+                       "two seeds each")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1619,13 +1624,7 @@ for tokens, color, (first_round, second_round) in [
         both = two_rounds(first, second)
         ax.plot(both["step"], both["accuracy"].rolling(20, min_periods=5).mean(),
                 color=color, label=f"{tokens} new tokens" if i == 0 else None)
-ax.axvline(100, color="0.6", lw=0.8, ls="--")
-ax.set(xlabel="step", ylabel="training success (20-step mean)",
-       title="The spelled base: two rounds at two budgets, two seeds each")
-ax.legend(fontsize=8)
-ax.grid(alpha=0.3)
-fig.tight_layout()
-plt.show()
+finish_round_plot(ax, "The spelled base: two rounds at two budgets, two seeds each")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
