@@ -13,18 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 BASE=${BASE:-runs/compact_base}
-if [ ! -f "$BASE/model.safetensors" ]; then
-  python -m grpo_lib pretrain --task countdown --size tiny \
-    --init-from data/models/tiny-qwen2-base --countdown-mix compact --steps 1000 \
-    --batch-size 64 --lr 0.001 --seed 0 --save-dtype bfloat16 --device cpu \
-    --eval-n 0 --save-every 250 --out "$BASE"
-fi
-
-held_out() {  # held_out MODEL CSV: chapter 17's held-out protocol, greedy and sampled
-  python -m grpo_lib eval --model "$1" --task countdown --n 500 --samples 4 \
-    --temperature 1.0 --seed 0 --max-new-tokens 256 --batch-size 128 \
-    --dtype float32 --csv "$2" --samples-out "${2%.csv}_answers.jsonl.gz"
-}
+. scripts/countdown_cpu_common.sh
+pretrain_base compact "$BASE"
 
 grpo() {  # grpo MODEL SEED OUT: one round, the spelled runs' settings
   OMP_NUM_THREADS=1 python -m grpo_lib train --config configs/countdown_chain_tiny.yaml \
@@ -36,8 +26,7 @@ grpo() {  # grpo MODEL SEED OUT: one round, the spelled runs' settings
 }
 
 mkdir -p runs/compact_base_eval
-[ -f runs/compact_base_eval/sampled_eval_step0.csv ] ||
-  held_out "$BASE" runs/compact_base_eval/sampled_eval_step0.csv
+held_out "$BASE" runs/compact_base_eval/sampled_eval_step0.csv
 for seed in 0 1; do
   grpo "$BASE" $seed runs/ch17_compact_seed${seed}_cpu > runs/compact_r1_$seed.log 2>&1 &
 done

@@ -14,18 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 BASE=${BASE:-runs/spelled_base}
-if [ ! -f "$BASE/model.safetensors" ]; then
-  python -m grpo_lib pretrain --task countdown --size tiny \
-    --init-from data/models/tiny-qwen2-base --countdown-mix spelled --steps 1000 \
-    --batch-size 64 --lr 0.001 --seed 0 --save-dtype bfloat16 --device cpu \
-    --eval-n 0 --save-every 250 --out "$BASE"
-fi
-
-held_out() {  # held_out MODEL CSV: chapter 17's held-out protocol at 384 tokens
-  [ -f "$2" ] || python -m grpo_lib eval --model "$1" --task countdown --n 500 \
-    --samples 4 --temperature 1.0 --seed 0 --max-new-tokens 384 --batch-size 128 \
-    --dtype float32 --csv "$2" --samples-out "${2%.csv}_answers.jsonl.gz"
-}
+. scripts/countdown_cpu_common.sh
+pretrain_base spelled "$BASE"
 
 grpo() {  # grpo MODEL SEED OUT: one round, the spelled runs' settings at 384 tokens
   local resume=()
@@ -41,7 +31,7 @@ grpo() {  # grpo MODEL SEED OUT: one round, the spelled runs' settings at 384 to
 }
 
 mkdir -p runs/spelled_base_eval384
-held_out "$BASE" runs/spelled_base_eval384/sampled_eval_step0.csv
+held_out "$BASE" runs/spelled_base_eval384/sampled_eval_step0.csv 384
 for round in 1 2; do
   for seed in 0 1; do
     if [ $round = 1 ]; then
@@ -56,7 +46,7 @@ for round in 1 2; do
   for seed in 0 1; do
     out=runs/ch17_spelled_384_seed${seed}_cpu
     [ $round = 2 ] && out=runs/ch17_spelled_384_round2_seed${seed}_cpu
-    OMP_NUM_THREADS=1 held_out $out/checkpoint-100 $out/sampled_eval_step100.csv &
+    OMP_NUM_THREADS=1 held_out $out/checkpoint-100 $out/sampled_eval_step100.csv 384 &
   done
   wait
 done
