@@ -1593,23 +1593,25 @@ def repeats_an_attempt(text):
     return len(attempts) != len(set(attempts))
 
 
-def sampled_by_size(folder, step):
-    """success_by_size of a run's held-out answers at `step`, the share cut off and
-    the share that repeat an attempt."""
-    answers = with_verdicts(read_answers(folder, step)).query("mode == 'sampled'")
+def sampled_by_size(answers):
+    """success_by_size of held-out answers, the share of the sampled ones cut off
+    and the share that repeat an attempt."""
+    sampled = answers.query("mode == 'sampled'")
     return pd.concat([success_by_size(answers), pd.Series({
-        "cut off": answers["truncated"].mean(),
-        "repeat an attempt": answers["completion"].map(repeats_an_attempt).mean()})])
+        "cut off": sampled["truncated"].mean(),
+        "repeat an attempt": sampled["completion"].map(repeats_an_attempt).mean()})])
 
 
 def mean_by_size(seeds, step):
-    return sum(sampled_by_size(r.name, step) for r in seeds) / len(seeds)
+    """sampled_by_size of each seed's held-out answers at `step`, averaged."""
+    return sum(sampled_by_size(with_verdicts(read_answers(r.name, step)))
+               for r in seeds) / len(seeds)
 
 
 budget_sizes = pd.DataFrame({
-    "256: base": sampled_by_size(spelled_runs[0].name, 0),
+    "256: base": sampled_by_size(base_answers["spelled"]),
     "256: step 200": mean_by_size(round2, 100),
-    "384: base": sampled_by_size(runs384[0].name, 0),
+    "384: base": sampled_by_size(with_verdicts(read_answers(runs384[0].name, 0))),
     "384: step 100": mean_by_size(runs384, 100),
     "384: step 200": mean_by_size(round2_384, 100)})
 print("held-out sampled success by problem size, answers cut off and answers that "
