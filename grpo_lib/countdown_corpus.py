@@ -29,8 +29,9 @@ broken format   target of 50 or more (``format_rate``) /       format partial cr
 
 :class:`CountdownMix` holds the rates, the attempt style and the writing
 (``compact`` drops the spaces around operators, which this tokenizer spends tokens
-on: ``13+14 = 27, 27+1 = 28.``); :func:`countdown_documents` draws the
-corpus from the training problems only.
+on: ``13+14 = 27, 27+1 = 28.``; ``ledger`` writes after each step of a chain the
+numbers it leaves unused: ``13 + 14 = 27 (left 1), 27 + 1 = 28.``);
+:func:`countdown_documents` draws the corpus from the training problems only.
 """
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ class CountdownMix:
     attempt: str = "tree"  # one of ATTEMPT_STYLES: see draw_attempt
     max_value: int = MAX_VALUE  # largest intermediate result an attempt may show
     compact: bool = False  # write "13+14 = 27" and "(13+14)+1": fewer tokens
+    ledger: bool = False  # after each step, the numbers still unused: "(left 1)"
 
     def __post_init__(self):
         for name, value in asdict(self).items():
@@ -76,6 +78,11 @@ class CountdownMix:
         if self.max_value < 1:
             raise ValueError(f"CountdownMix.max_value must be >= 1, "
                              f"got {self.max_value}")
+        if self.ledger and self.attempt == "tree":
+            raise ValueError("CountdownMix.ledger needs a chain of steps (attempt "
+                             "'chain', 'aimed', 'lookahead' or 'spelled'); a tree "
+                             "attempt combines its own results, which no list of "
+                             "the given numbers left can follow")
 
 
 def _steps_of(a: int, b: int, max_value: int = MAX_VALUE) -> list[tuple[str, int]]:
@@ -112,13 +119,50 @@ def random_attempt(numbers: list[int], rng: random.Random,
     return steps, items[0][1], items[0][0]
 
 
-def attempt_text(steps, target: int, compact: bool = False) -> str:
+def attempt_text(steps, target: int, compact: bool = False,
+                 left: list[list[int]] | None = None) -> str:
     """``"13 + 14 = 27, 27 + 1 = 28."`` for a hit, ``"..., not 28."`` for a miss;
     ``compact``: ``"13+14 = 27, 27+1 = 28."``. The space before a result stays, so
-    a result that hits is written as the target is (``target 28.``)."""
+    a result that hits is written as the target is (``target 28.``).
+
+    ``left``: the numbers each step leaves unused (:func:`numbers_left`), written
+    after it when there are any: ``"13 + 14 = 27 (left 1), 27 + 1 = 28."``."""
     step = "{}{}{} = {}" if compact else "{} {} {} = {}"
-    body = ", ".join(step.format(*s) for s in steps)
+    left = left or [[]] * len(steps)
+    body = ", ".join(step.format(*s) + (f" (left {', '.join(map(str, rest))})"
+                                        if rest else "")
+                     for s, rest in zip(steps, left))
     return body + ("." if steps[-1][3] == target else f", not {target}.")
+
+
+def numbers_left(attempt, numbers: list[int]) -> list[list[int]]:
+    """For each step of a chain ``attempt`` ``(steps, expression, value)`` over
+    ``numbers``, the given numbers it leaves unused, in the problem's order.
+
+    The first step uses two numbers and each later one a new number, until the
+    expression's numbers are all used; the steps after that are spelled tries of
+    the last pair (:func:`spelled_attempt`) and use none. ``([(14, "+", 13, 27),
+    (27, "+", 1, 28)], "(14 + 13) + 1", 28)`` over ``[1, 13, 14]`` leaves ``[[1],
+    []]``."""
+    steps, expression, _ = attempt
+    uses = len(re.findall(r"\d+", expression)) - 1  # steps that take a new number
+    left, out = list(numbers), []
+    for i, (a, _, b, _) in enumerate(steps):
+        for used in ([a, b] if i == 0 else [b]) if i < uses else []:
+            if used not in left:
+                raise ValueError(f"step {i} of {expression!r} uses {used}, which "
+                                 f"{numbers} no longer holds: not a chain over them")
+            left.remove(used)
+        out.append(list(left))
+    return out
+
+
+def write_attempt(attempt, numbers: list[int], target: int,
+                  mix: CountdownMix) -> str:
+    """One attempt ``(steps, expression, value)`` as the ``mix`` writes it
+    (:func:`attempt_text`, with the numbers left when ``mix.ledger``)."""
+    left = numbers_left(attempt, numbers) if mix.ledger else None
+    return attempt_text(attempt[0], target, mix.compact, left)
 
 
 def restate(numbers: list[int], target: int) -> str:
@@ -204,8 +248,7 @@ def render_response(problem: dict, behaviour: str, rng: random.Random,
     shown = tried + ([final] if final is not None else [])
     answer = answer_text(shown[-1][1], mix.compact)
     think = " ".join([restate(numbers, target)]
-                     + [attempt_text(steps, target, mix.compact)
-                        for steps, _, _ in shown])
+                     + [write_attempt(a, numbers, target, mix) for a in shown])
     if behaviour == "no_tags":
         return f"{think} The answer is {answer}."
     if behaviour == "unclosed_think":
@@ -387,12 +430,16 @@ COUNTDOWN_MIXES = {
     "spelled": CountdownMix(attempt="spelled", max_value=100, max_misses=5),
     "compact": CountdownMix(attempt="spelled", max_value=100, max_misses=6,
                             compact=True),
+    "ledger": CountdownMix(attempt="spelled", max_value=100, max_misses=5,
+                           ledger=True),
 }
 """The mixes ``pretrain --task countdown --countdown-mix NAME`` can draw: ``tree``
 made the first Countdown base, ``chain`` the second, ``aimed`` and ``lookahead``
 the two of chapter 17's "A base that aims", ``spelled`` the one of "Aiming in
 writing", ``compact`` the spelled search written with fewer spaces, with up to 6
-misses (as many tokens, on average, as spelled's 5), of "More tries in the budget"."""
+misses (as many tokens, on average, as spelled's 5), of "More tries in the budget",
+``ledger`` the spelled search with the numbers each step leaves unused written after
+it, of "Keeping the books"."""
 
 
 def flawless_search(problem: dict, tokenizer, max_tokens: int, rng: random.Random,
@@ -413,7 +460,7 @@ def flawless_search(problem: dict, tokenizer, max_tokens: int, rng: random.Rando
         if attempt is None:
             continue
         steps, expression, value = attempt
-        think += " " + attempt_text(steps, target, mix.compact)
+        think += " " + write_attempt(attempt, numbers, target, mix)
         answer = answer_text(expression, mix.compact)
         text = f"<think> {think}" + (f" </think> <answer> {answer} </answer>"
                                      if value == target else "")

@@ -468,3 +468,48 @@ def test_the_compact_mix_writes_the_spelled_search_in_fewer_tokens():
     assert cc.attempt_text(steps, 30, compact=True) == "14+13 = 27, 27+1 = 28, not 30."
     assert worked_steps("14+13=27, 27 + 1 = 28") == [(14, "+", 13, 27, True),
                                                       (27, "+", 1, 28, True)]
+
+
+def test_numbers_left_follows_a_chain_and_its_spelled_tries():
+    chain = ([(14, "+", 13, 27), (27, "+", 1, 28)], "(14 + 13) + 1", 28)
+    assert cc.numbers_left(chain, [1, 13, 14]) == [[1], []]
+    assert (cc.attempt_text(chain[0], 28, left=cc.numbers_left(chain, [1, 13, 14]))
+            == "14 + 13 = 27 (left 1), 27 + 1 = 28.")
+    # spelled tries of the last pair use no number; duplicates are counted, and a
+    # try that repeats the pair before it (5 * 1 = 5, then 5 + 1) still uses one
+    spelled = ([(5, "*", 1, 5), (5, "+", 1, 6), (5, "-", 1, 4)], "(5 * 1) - 1", 4)
+    assert cc.numbers_left(spelled, [5, 1, 1]) == [[1], [], []]
+    # a chain over three of four numbers (the drop-number flaw) shows the one left
+    dropped = ([(9, "-", 4, 5), (5, "*", 19, 95)], "(9 - 4) * 19", 95)
+    assert cc.numbers_left(dropped, [9, 19, 8, 4]) == [[19, 8], [8]]
+    with pytest.raises(ValueError, match="no longer holds"):
+        cc.numbers_left(([(9, "+", 9, 18)], "9 + 9", 18), [9, 4, 1])
+    with pytest.raises(ValueError, match="ledger needs a chain"):
+        cc.CountdownMix(ledger=True)  # the tree style combines its own results
+
+
+def test_the_ledger_mix_keeps_the_spelled_search_and_its_books_balance():
+    from grpo_lib.tasks.countdown import worked_steps
+
+    ledger = cc.COUNTDOWN_MIXES["ledger"]
+    assert (ledger.attempt, ledger.ledger) == ("spelled", True)
+    expected = {"correct": "correct", "give_up": "wrong_value",
+                "drop_number": "wrong_numbers_hits_target"}
+    for behaviour, verdict in expected.items():
+        seen = 0
+        for i, problem in enumerate(train_rows(30)):
+            text = cc.render_response(problem, behaviour, random.Random(i), ledger)
+            if text is None:
+                continue
+            seen += 1
+            assert countdown_verdict(text, problem["numbers"],
+                                     problem["target"]) == verdict
+            assert all(ok for *_, ok in worked_steps(text))  # the lists are no steps
+            lists = re.findall(r"\(left ([\d, ]+)\)", text)
+            assert lists and text.count("(left") == len(lists)
+            for listed in lists:  # every list is a sub-multiset of the numbers
+                held = Counter(int(n) for n in listed.split(", "))
+                assert not held - Counter(problem["numbers"])
+            if behaviour == "correct":  # the hit uses every number: none left
+                assert re.search(r"= \d+ \(left [^)]*\)\. </think>", text) is None
+        assert seen >= 10
