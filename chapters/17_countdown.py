@@ -41,7 +41,9 @@
 #    that does worse for it, and a round of GRPO, two seeds;
 # 12. **a longer budget**: the spelled base's two rounds again with 384 new tokens,
 #    two seeds;
-# 13. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
+# 13. **keeping the books**: a corpus that writes the numbers each step leaves,
+#    its base and a round of GRPO, two seeds;
+# 14. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1674,6 +1676,154 @@ say(f"Of the spelled corpus's responses, {(spelled_tokens > 256).mean():.3f} run
 # one uses, the bookkeeping the compact corpus showed to be fragile.
 
 # %% [markdown]
+# ## Keeping the books
+#
+# The runs above lose track in two ways: answers that use a number that was not
+# given, or one twice, and attempts written twice. On paper a person keeps the
+# books: after each step, the numbers still free. The sixth corpus, `ledger`, writes
+# them. It is the spelled search with the given numbers that each step of a chain
+# leaves unused written after it (`numbers_left`), on the four-number problem
+# shown at the start of the chapter:
+
+# %%
+ledger_mix = COUNTDOWN_MIXES["ledger"]
+print(render_response(problem, "correct", random.Random(3), ledger_mix))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+ledger_docs = countdown_documents(list(train_rows.select(range(3000))), 2000,
+                                  ledger_mix, seed=0)
+ledger_tokens = pd.Series([n_tokens(d["response"]) for d in ledger_docs])
+print(f"{len(ledger_docs):,} responses of each corpus, mean tokens: spelled "
+      f"{spelled_tokens.mean():.0f}, ledger {ledger_tokens.mean():.0f}; past 384 "
+      f"tokens: {(spelled_tokens > 384).mean():.3f} and "
+      f"{(ledger_tokens > 384).mean():.3f}")
+ledger_search = search_draws(ledger_mix, max_tokens=384)
+ceilings_budget["ledger, 384 tokens"] = share_by_size(ledger_search["right"],
+                                                      ledger_search["size"])
+print(f"flawless search, {n_flawless} held-out problems x 4 draws")
+print(ceilings_budget.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %% [markdown]
+# The books cost tokens, so the flawless search answers fewer problems within 384
+# tokens. The ledger base was pretrained with the spelled base's command (only
+# `--countdown-mix ledger` differs). Then it had one round of GRPO with the settings
+# of the 384-token spelled runs, two seeds on this book's CPU, and chapter 17's
+# held-out protocol at 384 tokens:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def passes_a_hit(text, target):
+    """Whether an attempt tries another operator after one that hit the target."""
+    for sentence in text.split("</think>")[0].split(". "):
+        steps = worked_steps(sentence)
+        tries = [s for s in steps if s[0:3:2] == steps[-1][0:3:2]] if steps else []
+        if any(value == target for *_, value, _ in tries[:-1]):
+            return True
+    return False
+
+
+def miscopies_the_target(text, target):
+    """Whether a missed attempt names a target other than the problem's."""
+    named = re.findall(r"not (\d{1,12})\.", text.split("</think>")[0])
+    return any(int(n) != target for n in named)
+
+
+LISTED_STEP = re.compile(  # a worked step, and the list of numbers left after it
+    r"(\d{1,6}) [-+*/] (\d{1,6}) = \d{1,6}(?: \(left ([\d, ]+)\))?")
+
+
+def lists_balance(text, numbers):
+    """For each list of numbers left that a trace writes, whether it balances: the
+    list before it (the given numbers, at an attempt's first step) less the numbers
+    its step used."""
+    balanced = []
+    for attempt in text.split("</think>")[0].split(". ")[1:]:
+        free, first = collections.Counter(numbers), True
+        for a, b, listed in LISTED_STEP.findall(attempt):
+            if listed:
+                left = collections.Counter(map(int, re.findall(r"\d+", listed)))
+                used = collections.Counter([int(a), int(b)] if first else [int(b)])
+                balanced.append(left + used == free)
+                free = left
+            first = False
+    return balanced
+
+
+def book_faults(answers):
+    """Sampled held-out success and the faults of the sampled answers."""
+    sampled = answers.query("mode == 'sampled'")
+    problems = [test_rows[i] for i in sampled["prompt_index"]]
+    share = lambda test: pd.Series(  # noqa: E731
+        [test(t, p["target"]) for t, p in zip(sampled["completion"], problems)]).mean()
+    lists = pd.Series([ok for t, p in zip(sampled["completion"], problems)
+                       for ok in lists_balance(t, p["numbers"])], dtype=float)
+    return pd.Series({
+        "success": (sampled["verdict"] == "correct").mean(),
+        "wrong numbers": sampled["verdict"].str.startswith("wrong_numbers").mean(),
+        "lists that balance": lists.mean(),
+        "miscopied target": share(miscopies_the_target),
+        "passes a hit": share(passes_a_hit),
+        "repeat an attempt": sampled["completion"].map(repeats_an_attempt).mean(),
+        "cut off": sampled["truncated"].mean()})
+
+
+ledger_runs = load_seeds("ch17_ledger")
+books = {"spelled": (runs384, with_verdicts(read_answers(runs384[0].name, 0))),
+         "ledger": (ledger_runs, with_verdicts(read_answers(ledger_runs[0].name, 0)))}
+book_table = pd.DataFrame({
+    **{f"{name} base": book_faults(base) for name, (_, base) in books.items()},
+    **{f"{name}, step 100": sum(book_faults(with_verdicts(read_answers(r.name, 100)))
+                                for r in runs) / len(runs)
+       for name, (runs, _) in books.items()}})
+print("held-out sampled answers at 384 tokens (step 100: mean of two seeds)")
+print(book_table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-"))
+ledger_rise = pd.DataFrame({
+    f"seed {i}": {mode: 100 * (held_out_success(r.name, 100, mode)
+                               - held_out_success(r.name, 0, mode))
+                  for mode in ("sampled", "greedy")}
+    for i, r in enumerate(ledger_runs)})
+print("ledger: rise from the base (points)")
+print(ledger_rise.to_string(float_format=lambda v: f"{v:.1f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+spelled_384 = by_budget[384].loc["sampled"]
+spelled_rise = 100 * (spelled_384["step 100"] - spelled_384["base"])
+ledger_end = [held_out_success(r.name, 100) for r in ledger_runs]
+ledger_greedy = [held_out_success(r.name, 100, "greedy") for r in ledger_runs]
+say(f"The ledger base answers {book_table.loc['success', 'ledger base']:.3f} of the "
+    f"held-out problems sampled at 384 tokens, the spelled base "
+    f"{book_table.loc['success', 'spelled base']:.3f}. In "
+    f"{book_table.loc['miscopied target', 'ledger base']:.3f} of its sampled answers "
+    f"a missed attempt names a target that is not the problem's (spelled: "
+    f"{book_table.loc['miscopied target', 'spelled base']:.3f}), and "
+    f"{book_table.loc['wrong numbers', 'ledger base']:.3f} answer with the wrong "
+    f"numbers (spelled: {book_table.loc['wrong numbers', 'spelled base']:.3f}); "
+    f"{book_table.loc['lists that balance', 'ledger base']:.3f} of the lists it "
+    f"writes balance, and "
+    f"{book_table.loc['lists that balance', 'ledger, step 100']:.3f} of the trained "
+    f"policies'. One "
+    f"round of GRPO brings it to {mean_range(ledger_end)} sampled, "
+    f"{mean_range(ledger_rise.loc['sampled'].tolist(), 1)} points above its base; "
+    f"the spelled base's round at the same budget rose "
+    f"{mean_range(spelled_rise.tolist(), 1)}. Greedy, the ledger base answers "
+    f"{held_out_success(ledger_runs[0].name, 0, 'greedy'):.3f} and the trained "
+    f"policies {mean_range(ledger_greedy)}.")
+
+# %% [markdown]
+# Writing the books down does not keep them. The ledger base writes a wrong list
+# nearly as often as a right one, and so do the policies trained from it; its
+# answers use the wrong numbers as often as the spelled base's. What the lists do
+# change is the rest of the trace. More numbers stand between each attempt and the
+# problem's copy, and the base names a wrong target in a missed attempt nearly five
+# times as often. It starts at about a third of the spelled base's success, and one
+# round of GRPO gains about a third as much. Across the corpora of this chapter,
+# the tiny model fails at the same point: keeping track of numbers. A new way to
+# write the search does not teach it that; it is the first thing to measure on a
+# larger model.
+
+# %% [markdown]
 # ## What the numbers check blocks
 #
 # `metrics.csv` logs, at every step, the share of the 128 sampled answers that a
@@ -1774,6 +1924,9 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   search answer more. Two rounds of GRPO at that budget end where they ended at
 #   256 tokens, four numbers included; the trained policies spend the room
 #   repeating attempts they have already written.
+# - Writing after each step the numbers it leaves does not help the tiny model keep
+#   track of them: it writes nearly half of those lists wrong, miscopies its target
+#   more often among the extra numbers, starts lower and gains less from GRPO.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.
