@@ -1708,7 +1708,7 @@ print(ceilings_budget.to_string(float_format=lambda v: f"{v:.3f}"))
 # The books cost tokens, so the flawless search answers fewer problems within 384
 # tokens. The ledger base was pretrained with the spelled base's command (only
 # `--countdown-mix ledger` differs). Then it had one round of GRPO with the settings
-# of the 384-token spelled runs, two seeds on this book's CPU, and chapter 17's
+# of the 384-token spelled runs, two seeds on this book's CPU, and this chapter's
 # held-out protocol at 384 tokens:
 
 # %%
@@ -1716,8 +1716,11 @@ print(ceilings_budget.to_string(float_format=lambda v: f"{v:.3f}"))
 def passes_a_hit(text, target):
     """Whether an attempt tries another operator after one that hit the target."""
     for sentence in text.split("</think>")[0].split(". "):
-        steps = worked_steps(sentence)
-        tries = [s for s in steps if s[0:3:2] == steps[-1][0:3:2]] if steps else []
+        steps = worked_steps(sentence)  # [(a, op, b, value, right), ...]
+        if not steps:
+            continue
+        pair = (steps[-1][0], steps[-1][2])  # the last step's two numbers
+        tries = [s for s in steps if (s[0], s[2]) == pair]  # each operator tried
         if any(value == target for *_, value, _ in tries[:-1]):
             return True
     return False
