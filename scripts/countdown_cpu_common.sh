@@ -15,3 +15,18 @@ held_out() {  # held_out MODEL CSV [TOKENS]: chapter 17's held-out protocol, gre
     --batch-size 128 --dtype float32 --csv "$2" \
     --samples-out "${2%.csv}_answers.jsonl.gz"
 }
+
+grpo_round() {  # grpo_round MODEL SEED OUT TOKENS: 100 steps of GRPO with the spelled
+  # runs' settings within TOKENS new tokens, one torch thread; resumed from OUT's last
+  # checkpoint when it has one, skipped when it has its step-100 checkpoint
+  local resume=()
+  ls -d "$3"/checkpoint-* > /dev/null 2>&1 && resume=(--set resume_from_checkpoint=latest)
+  [ -d "$3/checkpoint-100" ] ||
+    OMP_NUM_THREADS=1 python -m grpo_lib train --config configs/countdown_chain_tiny.yaml \
+      --set model_name_or_path="$1" --set seed="$2" --set beta=0.04 \
+      --set learning_rate=2e-4 --set dynamic_sampling=true --set rollout_engine=fast \
+      --set max_steps=100 --set max_completion_length="$4" --set eval_every=0 \
+      --set eval_on_start=false --set eval_n=500 --set save_every=50 \
+      --set save_final=true --set progress_bar=false --set print_every=10 \
+      --set output_dir="$3" "${resume[@]}"
+}

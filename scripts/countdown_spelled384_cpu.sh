@@ -17,19 +17,6 @@ BASE=${BASE:-runs/spelled_base}
 . scripts/countdown_cpu_common.sh
 pretrain_base spelled "$BASE"
 
-grpo() {  # grpo MODEL SEED OUT: one round, the spelled runs' settings at 384 tokens
-  local resume=()
-  ls -d "$3"/checkpoint-* > /dev/null 2>&1 && resume=(--set resume_from_checkpoint=latest)
-  [ -d "$3/checkpoint-100" ] ||
-    OMP_NUM_THREADS=1 python -m grpo_lib train --config configs/countdown_chain_tiny.yaml \
-      --set model_name_or_path="$1" --set seed="$2" --set beta=0.04 \
-      --set learning_rate=2e-4 --set dynamic_sampling=true --set rollout_engine=fast \
-      --set max_steps=100 --set max_completion_length=384 --set eval_every=0 \
-      --set eval_on_start=false --set eval_n=500 --set save_every=50 \
-      --set save_final=true --set progress_bar=false --set print_every=10 \
-      --set output_dir="$3" "${resume[@]}"
-}
-
 mkdir -p runs/spelled_base_eval384
 held_out "$BASE" runs/spelled_base_eval384/sampled_eval_step0.csv 384
 for round in 1 2; do
@@ -40,7 +27,7 @@ for round in 1 2; do
       model=runs/ch17_spelled_384_seed${seed}_cpu/checkpoint-100
       out=runs/ch17_spelled_384_round2_seed${seed}_cpu; s=1$seed
     fi
-    grpo "$model" $s $out >> runs/spelled_384_r${round}_$seed.log 2>&1 &
+    grpo_round "$model" $s $out 384 >> runs/spelled_384_r${round}_$seed.log 2>&1 &
   done
   wait
   for seed in 0 1; do

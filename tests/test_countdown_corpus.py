@@ -22,6 +22,8 @@ from grpo_lib.tasks.countdown import DATA_DIR
 PROBLEM = {"numbers": [1, 13, 14], "target": 28}
 FOUR = {"numbers": [7, 16, 4, 5], "target": 18}
 CHAIN_BASE = DATA_DIR.parents[0] / "models" / "tiny-qwen2-countdown-chain-base"
+DESIGNED_VERDICTS = {"correct": "correct", "give_up": "wrong_value",
+                     "drop_number": "wrong_numbers_hits_target"}  # a flaw's verdict
 
 
 def train_rows(n=300):
@@ -240,9 +242,7 @@ def test_the_chain_mix_draws_chains_and_keeps_the_flaws_and_verdicts():
     assert (mix.attempt, mix.max_value) == ("chain", 100)
     assert cc.COUNTDOWN_MIXES["tree"] == cc.CountdownMix()
     rng = random.Random(7)
-    expected = {"correct": "correct", "give_up": "wrong_value",
-                "drop_number": "wrong_numbers_hits_target"}
-    for behaviour, verdict in expected.items():
+    for behaviour, verdict in DESIGNED_VERDICTS.items():
         seen = 0
         for problem in train_rows(40):
             text = cc.render_response(problem, behaviour, rng, mix)
@@ -441,9 +441,7 @@ def test_the_compact_mix_writes_the_spelled_search_in_fewer_tokens():
     assert (compact.attempt, compact.compact) == ("spelled", True)
     spaced = replace(compact, compact=False)
     tok = AutoTokenizer.from_pretrained(CHAIN_BASE)
-    expected = {"correct": "correct", "give_up": "wrong_value",
-                "drop_number": "wrong_numbers_hits_target"}
-    for behaviour, verdict in expected.items():
+    for behaviour, verdict in DESIGNED_VERDICTS.items():
         seen = 0
         for i, problem in enumerate(train_rows(30)):
             text = cc.render_response(problem, behaviour, random.Random(i), compact)
@@ -493,9 +491,7 @@ def test_the_ledger_mix_keeps_the_spelled_search_and_its_books_balance():
 
     ledger = cc.COUNTDOWN_MIXES["ledger"]
     assert (ledger.attempt, ledger.ledger) == ("spelled", True)
-    expected = {"correct": "correct", "give_up": "wrong_value",
-                "drop_number": "wrong_numbers_hits_target"}
-    for behaviour, verdict in expected.items():
+    for behaviour, verdict in DESIGNED_VERDICTS.items():
         seen = 0
         for i, problem in enumerate(train_rows(30)):
             text = cc.render_response(problem, behaviour, random.Random(i), ledger)
