@@ -4,10 +4,10 @@
 # one round of GRPO from it (two seeds) and chapter 17's held-out protocol on the
 # base and after the round, all within 384 new tokens, on a 2-core CPU:
 #
-#   bash scripts/countdown_ledger_cpu.sh        # about 1.7 h on 2 cores
+#   bash scripts/countdown_ledger_cpu.sh        # about 1.4 h on 2 cores
 #
 # BASE (default runs/ledger_base) is pretrained first unless it is already there
-# (about 25 min). The two seeds run side by side with one torch thread each; the
+# (about 28 min). The two seeds run side by side with one torch thread each; the
 # base is evaluated with two. A round that was stopped resumes from its last
 # checkpoint when the script runs again. Every run and evaluation writes under
 # runs/; the chapter reads the copies in data/runs/ch17_ledger_seed*.
