@@ -1604,18 +1604,23 @@ def sampled_by_size(answers):
         "repeat an attempt": sampled["completion"].map(repeats_an_attempt).mean()})])
 
 
-def mean_by_size(seeds, step):
-    """sampled_by_size of each seed's held-out answers at `step`, averaged."""
-    return sum(sampled_by_size(with_verdicts(read_answers(r.name, step)))
-               for r in seeds) / len(seeds)
+def judged(seeds, step):
+    """Each seed's held-out answers at `step`, with their verdicts."""
+    return [with_verdicts(read_answers(r.name, step)) for r in seeds]
 
 
+def mean_by_size(answer_sets):
+    """sampled_by_size of each seed's held-out answers, averaged."""
+    return sum(map(sampled_by_size, answer_sets)) / len(answer_sets)
+
+
+base384, trained384 = judged(runs384[:1], 0)[0], judged(runs384, 100)
 budget_sizes = pd.DataFrame({
     "256: base": sampled_by_size(base_answers["spelled"]),
-    "256: step 200": mean_by_size(round2, 100),
-    "384: base": sampled_by_size(with_verdicts(read_answers(runs384[0].name, 0))),
-    "384: step 100": mean_by_size(runs384, 100),
-    "384: step 200": mean_by_size(round2_384, 100)})
+    "256: step 200": mean_by_size(judged(round2, 100)),
+    "384: base": sampled_by_size(base384),
+    "384: step 100": mean_by_size(trained384),
+    "384: step 200": mean_by_size(judged(round2_384, 100))})
 print("held-out sampled success by problem size, answers cut off and answers that "
       "repeat an attempt (trained: mean of two seeds)")
 print(budget_sizes.to_string(float_format=lambda v: f"{v:.3f}"))
@@ -1761,24 +1766,24 @@ def book_faults(answers):
         [test(t, p["target"]) for t, p in zip(sampled["completion"], problems)]).mean()
     lists = pd.Series([ok for t, p in zip(sampled["completion"], problems)
                        for ok in lists_balance(t, p["numbers"])], dtype=float)
+    by_size = sampled_by_size(answers)  # success, cut off and repeats, as above
     return pd.Series({
-        "success": (sampled["verdict"] == "correct").mean(),
+        "success": by_size["all"],
         "wrong numbers": sampled["verdict"].str.startswith("wrong_numbers").mean(),
         "lists that balance": lists.mean(),
         "miscopied target": share(miscopies_the_target),
         "passes a hit": share(passes_a_hit),
-        "repeat an attempt": sampled["completion"].map(repeats_an_attempt).mean(),
-        "cut off": sampled["truncated"].mean()})
+        "repeat an attempt": by_size["repeat an attempt"],
+        "cut off": by_size["cut off"]})
 
 
 ledger_runs = load_seeds("ch17_ledger")
-books = {"spelled": (runs384, with_verdicts(read_answers(runs384[0].name, 0))),
-         "ledger": (ledger_runs, with_verdicts(read_answers(ledger_runs[0].name, 0)))}
+books = {"spelled": (base384, trained384),  # the answers read above
+         "ledger": (judged(ledger_runs[:1], 0)[0], judged(ledger_runs, 100))}
 book_table = pd.DataFrame({
-    **{f"{name} base": book_faults(base) for name, (_, base) in books.items()},
-    **{f"{name}, step 100": sum(book_faults(with_verdicts(read_answers(r.name, 100)))
-                                for r in runs) / len(runs)
-       for name, (runs, _) in books.items()}})
+    **{f"{name} base": book_faults(base) for name, (base, _) in books.items()},
+    **{f"{name}, step 100": sum(map(book_faults, trained)) / len(trained)
+       for name, (_, trained) in books.items()}})
 print("held-out sampled answers at 384 tokens (step 100: mean of two seeds)")
 print(book_table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-"))
 ledger_rise = pd.DataFrame({

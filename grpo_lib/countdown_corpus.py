@@ -148,7 +148,8 @@ def numbers_left(attempt, numbers: list[int]) -> list[list[int]]:
     uses = len(re.findall(r"\d+", expression)) - 1  # steps that take a new number
     left, out = list(numbers), []
     for i, (a, _, b, _) in enumerate(steps):
-        for used in ([a, b] if i == 0 else [b]) if i < uses else []:
+        taken = [a, b] if i == 0 else [b]  # the numbers a step of the chain takes
+        for used in taken if i < uses else []:  # a spelled try of the pair: none
             if used not in left:
                 raise ValueError(f"step {i} of {expression!r} uses {used}, which "
                                  f"{numbers} no longer holds: not a chain over them")
