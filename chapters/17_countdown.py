@@ -43,7 +43,9 @@
 #    two seeds;
 # 13. **keeping the books**: a corpus that writes the numbers each step leaves,
 #    its base and a round of GRPO, two seeds;
-# 14. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
+# 14. **a reward against repeats**: a penalty for an attempt worked out twice, beside
+#    the answer reward, in a round from the spelled base, two seeds;
+# 15. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -74,8 +76,8 @@ from grpo_lib.evaluation import evaluate
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.profiles import profile
 from grpo_lib.rewards import (COUNTDOWN_VERDICTS, countdown_format_reward,
-                              countdown_reward, countdown_verdict,
-                              countdown_worked_answer_reward)
+                              countdown_repeat_penalty, countdown_reward,
+                              countdown_verdict, countdown_worked_answer_reward)
 from grpo_lib.tasks import load_task_split
 from grpo_lib.runs import final_eval, load_run, load_seeds, mean_range
 from grpo_lib.tasks.countdown import DATA_DIR, solve, worked_steps
@@ -1832,6 +1834,109 @@ say(f"The ledger base answers {book_table.loc['success', 'ledger base']:.3f} of 
 # larger model.
 
 # %% [markdown]
+# ## A reward against repeats
+#
+# At both budgets GRPO made answers that write an attempt twice about three times as
+# common, and nothing in the reward charges for a repeat. `countdown_repeat_penalty`
+# does. It reads each attempt of the reasoning as the steps it works out (`a op b`,
+# in order, whatever results it writes) and pays minus the share of the attempts that
+# repeat an earlier one:
+#
+# $$r_\text{repeat} = -\,\frac{\#\text{attempts} - \#\text{distinct attempts}}
+#   {\#\text{attempts}}$$
+
+# %%
+show_source(countdown_repeat_penalty, docstring=False)
+
+# %%
+opening = "<think> Numbers 1, 13, 14; target 28. "
+missed = "13 * 1 = 13, 13 + 14 = 27, not 28. "
+hits = "14 + 13 = 27, 27 + 1 = 28. </think> <answer> (14 + 13) + 1 </answer>"
+for trace in (opening + missed + hits, opening + missed + missed + hits):
+    print(f"{countdown_repeat_penalty([trace])[0]:+.3f}  ... {trace[len(opening):]}")
+
+# %% [markdown]
+# The round below adds it at weight 0.5 to the worked-answer reward, so a right
+# answer still earns about 1. The penalty also changes which groups train. Dynamic
+# sampling keeps a group whose total reward varies; with the penalty nearly every
+# group varies, most of them only in how often their answers repeat, and those
+# groups would crowd the ones that hold a right answer out of the batch. The
+# setting `dynamic_sampling_metric` names the reward that must vary (verl's
+# `algorithm.filter_groups.metric`). Here it is the worked-answer reward, so the
+# round keeps the groups the spelled round kept, and within them an answer that
+# repeats earns less than one that does not, right or wrong. Everything else is the
+# spelled base's first round at 256 tokens, two seeds on this book's CPU:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+repeat_runs = load_seeds("ch17_spelled_repeats")
+repeat_config = json.loads((RUNS / repeat_runs[0].name / "config.json").read_text())
+for key in ("reward_funcs", "reward_weights", "dynamic_sampling_metric"):
+    print(f"{key}: {repeat_config[key]}")
+repeat_sizes = pd.DataFrame({
+    "base": sampled_by_size(base_answers["spelled"]),
+    "spelled, step 100": mean_by_size(trained_answers["spelled"]),
+    "penalty, step 100": mean_by_size(judged(repeat_runs, 100))})
+print("held-out sampled success by problem size, answers cut off and answers that "
+      "repeat an attempt (step 100: mean of two seeds)")
+print(repeat_sizes.to_string(float_format=lambda v: f"{v:.3f}"))
+repeat_rise = pd.DataFrame({
+    (name, f"seed {i}"): {mode: 100 * (held_out_success(r.name, 100, mode)
+                                       - held_out_success(r.name, 0, mode))
+                          for mode in ("sampled", "greedy")}
+    for name, runs in (("spelled", spelled_runs), ("penalty", repeat_runs))
+    for i, r in enumerate(runs)})
+print("rise from the base after one round (points)")
+print(repeat_rise.to_string(float_format=lambda v: f"{v:.1f}"))
+
+# %%
+fig, ax = plt.subplots(figsize=(7.3, 3.4))
+for name, color, runs in (("answer reward", "C0", spelled_runs),
+                          ("answer reward + 0.5 x repeat penalty", "C3", repeat_runs)):
+    for i, run in enumerate(runs):
+        ax.plot(run.metrics["step"],
+                run.metrics["accuracy"].rolling(20, min_periods=5).mean(),
+                color=color, label=name if i == 0 else None)
+ax.set(xlabel="step", ylabel="training success (20-step mean)",
+       title="The spelled base's first round, with and without the penalty")
+ax.legend(fontsize=8)
+ax.grid(alpha=0.3)
+fig.tight_layout()
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+repeat_end = [held_out_success(r.name, 100) for r in repeat_runs]
+penalty_paid = pd.concat([r.metrics["reward/countdown_repeat_penalty"]
+                          for r in repeat_runs], axis=1).mean(axis=1)  # [steps]
+say(f"With the penalty, one round brings the spelled base to "
+    f"{mean_range(repeat_end)} sampled, "
+    f"{mean_range(repeat_rise['penalty'].loc['sampled'].tolist(), 1)} points above "
+    f"it; without it, "
+    f"{mean_range(repeat_rise['spelled'].loc['sampled'].tolist(), 1)}. Greedy, "
+    f"{mean_range(repeat_rise['penalty'].loc['greedy'].tolist(), 1)} points against "
+    f"{mean_range(repeat_rise['spelled'].loc['greedy'].tolist(), 1)}. Answers that "
+    f"write an attempt twice, word for word: "
+    f"{repeat_sizes.loc['repeat an attempt', 'base']:.3f} of the base's, "
+    f"{repeat_sizes.loc['repeat an attempt', 'spelled, step 100']:.3f} after the "
+    f"round without the penalty and "
+    f"{repeat_sizes.loc['repeat an attempt', 'penalty, step 100']:.3f} after the "
+    f"round with it. The penalty's mean over the sampled answers went from "
+    f"{penalty_paid.head(10).mean():.3f} in the first ten steps to "
+    f"{penalty_paid.tail(10).mean():.3f} in the last ten (mean of the two seeds).")
+
+# %% [markdown]
+# Charging for a repeat does not stop repeats. In the groups that train, a right
+# answer earns about 1 and a wrong one that repeats a third of its attempts about
+# -0.17. Yet the penalty the sampled answers pay doubles from the start of the round
+# to its end, as the policy writes its likeliest attempts again, and held-out success
+# ends within a point or two of the round without it, sampled and greedy, on three
+# numbers and on four. The repeats are a symptom of the same weakness as the
+# ledger's wrong lists: a model of this size does not keep track of what it has
+# already written, and a reward that asks for it does not supply it within one
+# round.
+
+# %% [markdown]
 # ## What the numbers check blocks
 #
 # `metrics.csv` logs, at every step, the share of the 128 sampled answers that a
@@ -1935,6 +2040,9 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 # - Writing after each step the numbers it leaves does not help the tiny model keep
 #   track of them: it writes nearly half of those lists wrong, miscopies its target
 #   more often among the extra numbers, starts lower and gains less from GRPO.
+# - A reward that charges for an attempt worked out twice does not stop repeats: in a
+#   round from the spelled base they grow as they did without it, and success ends
+#   where it ended without it.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.

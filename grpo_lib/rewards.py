@@ -36,10 +36,10 @@ __all__ = [
     "RewardFunction", "format_reward", "soft_format_reward", "accuracy_reward",
     "answer_anywhere_reward", "signed_accuracy_reward", "countdown_format_reward",
     "countdown_answer_reward", "countdown_reward", "countdown_worked_answer_reward",
-    "countdown_verdict", "COUNTDOWN_VERDICTS", "countdown_value_only_reward",
-    "language_consistency_reward", "reasoning_steps_reward", "length_reward",
-    "cosine_scaled_reward", "length_bonus_reward", "repetition_penalty_reward",
-    "soft_overlong_punishment",
+    "countdown_repeat_penalty", "countdown_verdict", "COUNTDOWN_VERDICTS",
+    "countdown_value_only_reward", "language_consistency_reward",
+    "reasoning_steps_reward", "length_reward", "cosine_scaled_reward",
+    "length_bonus_reward", "repetition_penalty_reward", "soft_overlong_punishment",
     "combine_rewards", "CombinedReward", "with_params", "reward_name",
     "REWARD_FUNCTIONS",
 ]
@@ -707,12 +707,43 @@ def countdown_worked_answer_reward(completions: list[str],
     return out
 
 
+def countdown_repeat_penalty(completions: list[str], max_penalty: float = -1.0,
+                             **kwargs) -> list[float]:
+    r"""A penalty for working out the same Countdown attempt twice.
+
+    .. math:: r = \text{max\_penalty} \cdot
+       \frac{\#\text{attempts} - \#\text{distinct attempts}}{\#\text{attempts}}
+
+    An attempt is a sentence of the reasoning (the text before ``</think>``, all of
+    it when the completion was cut off) that works out at least one step; two
+    attempts are the same when they work the same steps ``a op b`` in the same order,
+    whatever results they write. A trained policy that writes an attempt it has
+    already missed spends its token budget without a new chance (chapter 17). 0.0 for
+    text without repeats or without attempts; the floor approaches ``max_penalty``.
+    """
+    from .tasks.countdown import worked_steps
+
+    if max_penalty > 0:
+        raise ValueError(f"max_penalty must be <= 0 (it is a penalty), "
+                         f"got {max_penalty}")
+    out = []
+    for text in _texts(completions, "countdown_repeat_penalty"):
+        reasoning = (text or "").split(THINK_CLOSE)[0]
+        attempts = [tuple((a, op, b) for a, op, b, *_ in worked_steps(sentence))
+                    for sentence in reasoning.split(". ")]
+        attempts = [a for a in attempts if a]  # sentences that work a step
+        repeats = len(attempts) - len(set(attempts))
+        out.append(max_penalty * repeats / len(attempts) if repeats else 0.0)
+    return out
+
+
 REWARD_FUNCTIONS: dict[str, RewardFunction] = {
     f.__name__: f for f in (
         format_reward, soft_format_reward, accuracy_reward, answer_anywhere_reward,
         signed_accuracy_reward, countdown_format_reward,
         countdown_answer_reward, countdown_reward, countdown_value_only_reward,
-        countdown_worked_answer_reward, language_consistency_reward,
+        countdown_worked_answer_reward, countdown_repeat_penalty,
+        language_consistency_reward,
         reasoning_steps_reward, length_reward,
         cosine_scaled_reward, length_bonus_reward, repetition_penalty_reward,
         soft_overlong_punishment,

@@ -172,6 +172,10 @@ class GRPOConfig(YAMLConfig):
     """DAPO: drop zero-variance groups and sample more prompts to refill the batch."""
     dynamic_sampling_max_rounds: int = 3
     """Most extra sampling rounds per step when ``dynamic_sampling`` is on."""
+    dynamic_sampling_metric: str | None = None
+    """The reward (a ``reward_funcs`` name) that must vary within a group for
+    ``dynamic_sampling`` to keep it; ``None``: the weighted total (DAPO). verl calls
+    it ``algorithm.filter_groups.metric``."""
 
     # ---- credit assignment and loss
     scale_rewards: str = "group"
@@ -444,11 +448,7 @@ class GRPOConfig(YAMLConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 bad(f"{name}={value!r}: must be an integer >= 0 (0 = never).")
-        if self.dynamic_sampling_max_rounds < 0:
-            bad(
-                f"dynamic_sampling_max_rounds={self.dynamic_sampling_max_rounds!r}: "
-                f"must be >= 0."
-            )
+        problems.extend(_dynamic_sampling_problems(self))
         if problems:
             raise ValueError("Invalid GRPOConfig:\n  - " + "\n  - ".join(problems))
         return self
@@ -884,7 +884,7 @@ class GRPOTrainer(TrainingLoop):
             if not cfg.dynamic_sampling:
                 kept, kept_rows, kept_rewards = [rollout], rows, [rewards]
                 break
-            total = (rewards * self.reward_weights).sum(1).view(-1, G)  # [P, G]
+            total = self._filter_scores(rewards).view(-1, G)  # [P, G]
             informative = (total != total[:, :1]).any(dim=1).tolist()  # [P]
             for g, ok in enumerate(informative):
                 if ok and n_kept < cfg.per_step_prompts:
@@ -1249,6 +1249,14 @@ class GRPOTrainer(TrainingLoop):
             f"upd {m['time_update']:.1f}s"
         )
 
+    def _filter_scores(self, rewards: torch.Tensor) -> torch.Tensor:
+        """The ``[B]`` scores dynamic sampling compares within each group: the
+        weighted total, or the column of ``config.dynamic_sampling_metric``."""
+        name = self.config.dynamic_sampling_metric
+        if name is None:
+            return (rewards * self.reward_weights).sum(1)  # [B]
+        return rewards[:, self.reward_names.index(name)]  # [B]
+
 
 # ======================================================================================
 # From a YAML file (the CLI)
@@ -1338,3 +1346,16 @@ def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):
     return run_training(trainer_from_yaml(path, overrides))
 
 
+def _dynamic_sampling_problems(config: GRPOConfig) -> list[str]:
+    """What is wrong with ``config``'s dynamic-sampling settings (for ``validate``)."""
+    problems = []
+    if config.dynamic_sampling_max_rounds < 0:
+        problems.append(f"dynamic_sampling_max_rounds="
+                        f"{config.dynamic_sampling_max_rounds!r}: must be >= 0.")
+    names = [f if isinstance(f, str) else getattr(f, "__name__", "")
+             for f in config.reward_funcs or []]
+    if config.dynamic_sampling_metric not in (None, *names):
+        problems.append(f"dynamic_sampling_metric={config.dynamic_sampling_metric!r}: "
+                        f"name one of reward_funcs {names}, or None for the weighted "
+                        f"total.")
+    return problems

@@ -295,6 +295,7 @@ NO_TRL_EQUIVALENT: dict[str, str] = {
                         "zero-variance groups)",
     "dynamic_sampling_max_rounds": "only read by dynamic_sampling, which TRL 1.16 "
                                    "lacks",
+    "dynamic_sampling_metric": "only read by dynamic_sampling, which TRL 1.16 lacks",
     "resume_from_checkpoint": "our checkpoint-<step>/ folders are not TRL checkpoints; "
                               "resume with trainer.train(resume_from_checkpoint=...)",
 }

@@ -564,6 +564,11 @@ NO_VERL_EQUIVALENT: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda c: False,
         "verl 0.9.1's trainer ignores filter_groups.max_num_gen_batches (it warns) "
         "and samples until the batch is full"),
+    "dynamic_sampling_metric": (
+        lambda c: c.dynamic_sampling and c.dynamic_sampling_metric is not None,
+        "verl filters groups on one metric of its reward (filter_groups.metric); "
+        "this bridge's compute_score returns the weighted total only: set "
+        "dynamic_sampling_metric=None"),
 }
 """Our knob -> (when verl cannot run it as meant, why and what to do);
 :func:`verl_overrides` refuses the config when the first item is true."""

@@ -31,9 +31,5 @@ for seed in 0 1; do
   grpo "$BASE" $seed runs/ch17_compact_seed${seed}_cpu > runs/compact_r1_$seed.log 2>&1 &
 done
 wait
-for seed in 0 1; do
-  out=runs/ch17_compact_seed${seed}_cpu
-  OMP_NUM_THREADS=1 held_out $out/checkpoint-100 $out/sampled_eval_step100.csv &
-done
-wait
+held_out_step100 256 runs/ch17_compact_seed{0,1}_cpu
 echo "done"

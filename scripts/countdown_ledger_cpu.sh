@@ -24,9 +24,5 @@ for seed in 0 1; do
   grpo_round "$BASE" $seed runs/ch17_ledger_seed${seed}_cpu 384 >> runs/ledger_r1_$seed.log 2>&1 &
 done
 wait
-for seed in 0 1; do
-  out=runs/ch17_ledger_seed${seed}_cpu
-  OMP_NUM_THREADS=1 held_out $out/checkpoint-100 $out/sampled_eval_step100.csv 384 &
-done
-wait
+held_out_step100 384 runs/ch17_ledger_seed{0,1}_cpu
 echo "done"

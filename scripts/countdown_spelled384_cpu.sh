@@ -30,11 +30,10 @@ for round in 1 2; do
     grpo_round "$model" $s $out 384 >> runs/spelled_384_r${round}_$seed.log 2>&1 &
   done
   wait
-  for seed in 0 1; do
-    out=runs/ch17_spelled_384_seed${seed}_cpu
-    [ $round = 2 ] && out=runs/ch17_spelled_384_round2_seed${seed}_cpu
-    OMP_NUM_THREADS=1 held_out $out/checkpoint-100 $out/sampled_eval_step100.csv 384 &
-  done
-  wait
+  if [ $round = 1 ]; then
+    held_out_step100 384 runs/ch17_spelled_384_seed{0,1}_cpu
+  else
+    held_out_step100 384 runs/ch17_spelled_384_round2_seed{0,1}_cpu
+  fi
 done
 echo "done"

@@ -13,7 +13,8 @@ from grpo_lib.rewards import (
     cosine_scaled_reward, countdown_answer_reward, countdown_format_reward,
     countdown_reward, format_reward, language_consistency_reward, length_bonus_reward,
     length_reward,
-    reasoning_steps_reward, repetition_penalty_reward, reward_name,
+    countdown_repeat_penalty, reasoning_steps_reward, repetition_penalty_reward,
+    reward_name,
     signed_accuracy_reward, soft_format_reward, soft_overlong_punishment, with_params,
 )
 
@@ -263,6 +264,32 @@ def test_repetition_penalty_reward():
         repetition_penalty_reward(texts, max_penalty=1.0)
 
 
+def test_countdown_repeat_penalty_counts_attempts_worked_twice():
+    head = "<think> Numbers 1, 13, 14; target 28. "
+    miss = "13 * 1 = 13, 13 + 14 = 27, not 28. "
+    hit = "14 + 13 = 27, 27 + 1 = 28. </think> <answer> (14 + 13) + 1 </answer>"
+    texts = [
+        head + miss + hit,  # no attempt twice
+        head + miss + miss + hit,  # one of three attempts is a repeat
+        head + miss + "13 * 1 = 13, 13 + 14 = 28, not 28. " + hit,  # same steps,
+        # another (wrong) result: still the same attempt
+        head + miss + miss + miss,  # cut off: every sentence before the end counts
+        head + miss + "</think> " + miss + miss,  # only the reasoning is read
+        head + "1 * 13 = 13, 13 + 14 = 27, not 28. " + miss + hit,  # 1 * 13 != 13 * 1
+        "", None, "no steps at all. none here. ",
+    ]
+    got = countdown_repeat_penalty(texts)
+    assert got == pytest.approx([0.0, -1 / 3, -1 / 3, -2 / 3, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert countdown_repeat_penalty(texts[1:2], max_penalty=-0.5) == [
+        pytest.approx(-1 / 6)]
+    assert math.copysign(1.0, got[0]) == 1.0  # 0.0, not -0.0, without repeats
+    assert REWARD_FUNCTIONS["countdown_repeat_penalty"] is countdown_repeat_penalty
+    with pytest.raises(ValueError, match="max_penalty must be <= 0"):
+        countdown_repeat_penalty(texts, max_penalty=0.5)
+    with pytest.raises(TypeError, match="pass a list of completions"):
+        countdown_repeat_penalty("one string")
+
+
 def test_soft_overlong_punishment_dapo():
     # L_max = 10, L_cache = 4: 0 up to 6, then (6 - |y|) / 4, then -1 beyond 10.
     texts = ["x" * n for n in (0, 6, 7, 8, 10, 11, 50)]
@@ -333,7 +360,7 @@ def test_adversarial_completions_score_within_one_second(name):
               "answer_anywhere_reward": 0.0, "signed_accuracy_reward": 0.0,
               "countdown_format_reward": 0.0, "countdown_answer_reward": 0.0,
               "countdown_reward": 0.0, "countdown_value_only_reward": 0.0,
-              "countdown_worked_answer_reward": 0.0,
+              "countdown_worked_answer_reward": 0.0, "countdown_repeat_penalty": 0.0,
               "language_consistency_reward": 0.0,
               "reasoning_steps_reward": 0.0, "repetition_penalty_reward": 0.0,
               "soft_overlong_punishment": 0.0, "length_reward": 0.0,

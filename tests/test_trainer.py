@@ -392,6 +392,38 @@ def test_dynamic_sampling_without_signal_skips_update(tokenizer, tmp_path, capsy
     assert "every sampled group had equal rewards" in capsys.readouterr().out
 
 
+def flat(completions, **kwargs):
+    """The same score for every completion: a group never varies in it."""
+    return [1.0] * len(completions)
+
+
+def rank(completions, **kwargs):
+    """Each completion's place in the batch: every group varies in it."""
+    return [float(i) for i in range(len(completions))]
+
+
+@pytest.mark.parametrize("metric,groups", [(None, 2), ("flat", 0), ("rank", 2)])
+def test_dynamic_sampling_metric_picks_the_reward_that_must_vary(
+        tokenizer, tmp_path, metric, groups):
+    # the total varies within every group, `flat` in none: only a filter on `flat`
+    # drops the groups
+    config = _config(tmp_path, max_steps=1, dynamic_sampling=True,
+                     dynamic_sampling_max_rounds=0, dynamic_sampling_metric=metric)
+    model = random_model(tokenizer, size="micro", seed=0)
+    metrics = GRPOTrainer(model, tokenizer, [flat, rank], config, ROWS).train()
+    assert metrics["num_groups"].tolist() == [groups]
+
+
+def test_dynamic_sampling_metric_must_name_a_reward(tokenizer, tmp_path):
+    with pytest.raises(ValueError, match="dynamic_sampling_metric='accuracy'"):
+        _config(tmp_path, reward_funcs=["format_reward"],
+                dynamic_sampling_metric="accuracy").validate()
+    config = _config(tmp_path, dynamic_sampling_metric="format_reward")
+    with pytest.raises(ValueError, match=r"name one of reward_funcs \['flat', 'rank'\]"):
+        GRPOTrainer(random_model(tokenizer, size="micro", seed=0), tokenizer,
+                    [flat, rank], config, ROWS)
+
+
 def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path):
     config = dict(
         max_steps=3,
