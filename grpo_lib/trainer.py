@@ -1352,10 +1352,24 @@ def _dynamic_sampling_problems(config: GRPOConfig) -> list[str]:
     if config.dynamic_sampling_max_rounds < 0:
         problems.append(f"dynamic_sampling_max_rounds="
                         f"{config.dynamic_sampling_max_rounds!r}: must be >= 0.")
-    names = [f if isinstance(f, str) else getattr(f, "__name__", "")
-             for f in config.reward_funcs or []]
+    names = [_reward_spec_name(spec) for spec in config.reward_funcs or []]
     if config.dynamic_sampling_metric not in (None, *names):
         problems.append(f"dynamic_sampling_metric={config.dynamic_sampling_metric!r}: "
                         f"name one of reward_funcs {names}, or None for the weighted "
                         f"total.")
     return problems
+
+
+def _reward_spec_name(spec) -> str:
+    """The name the trainer logs for a ``reward_funcs`` entry: a name, a ``{"name":
+    ..., **params}`` dict (``with_params``' name), or a callable."""
+    from .rewards import reward_name
+
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, dict):
+        try:
+            return reward_name(build_reward_funcs([spec])[0])
+        except ValueError:  # an unknown name: reported where the functions are built
+            return str(spec.get("name"))
+    return reward_name(spec)

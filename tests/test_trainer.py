@@ -418,6 +418,11 @@ def test_dynamic_sampling_metric_must_name_a_reward(tokenizer, tmp_path):
     with pytest.raises(ValueError, match="dynamic_sampling_metric='accuracy'"):
         _config(tmp_path, reward_funcs=["format_reward"],
                 dynamic_sampling_metric="accuracy").validate()
+    spec = {"name": "length_bonus_reward", "max_tokens": 8}  # a reward with parameters
+    named = GRPOTrainer(random_model(tokenizer, size="micro", seed=0), tokenizer, None,
+                        _config(tmp_path, reward_funcs=["format_reward", spec]), ROWS)
+    _config(tmp_path, reward_funcs=["format_reward", spec],
+            dynamic_sampling_metric=named.reward_names[1]).validate()
     config = _config(tmp_path, dynamic_sampling_metric="format_reward")
     with pytest.raises(ValueError, match=r"name one of reward_funcs \['flat', 'rank'\]"):
         GRPOTrainer(random_model(tokenizer, size="micro", seed=0), tokenizer,
