@@ -1779,6 +1779,15 @@ def book_faults(answers):
         "cut off": by_size["cut off"]})
 
 
+def rise_by_seed(runs):
+    """Each seed's rise from its base to step 100, sampled and greedy (points)."""
+    return pd.DataFrame({
+        f"seed {i}": {mode: 100 * (held_out_success(r.name, 100, mode)
+                                   - held_out_success(r.name, 0, mode))
+                      for mode in ("sampled", "greedy")}
+        for i, r in enumerate(runs)})
+
+
 ledger_runs = load_seeds("ch17_ledger")
 books = {"spelled": (base384, trained384),  # the answers read above
          "ledger": (judged(ledger_runs[:1], 0)[0], judged(ledger_runs, 100))}
@@ -1788,11 +1797,8 @@ book_table = pd.DataFrame({
        for name, (_, trained) in books.items()}})
 print("held-out sampled answers at 384 tokens (step 100: mean of two seeds)")
 print(book_table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-"))
-ledger_rise = pd.DataFrame({
-    f"seed {i}": {mode: 100 * (held_out_success(r.name, 100, mode)
-                               - held_out_success(r.name, 0, mode))
-                  for mode in ("sampled", "greedy")}
-    for i, r in enumerate(ledger_runs)})
+
+ledger_rise = rise_by_seed(ledger_runs)
 print("ledger: rise from the base (points)")
 print(ledger_rise.to_string(float_format=lambda v: f"{v:.1f}"))
 
@@ -1880,12 +1886,8 @@ repeat_sizes = pd.DataFrame({
 print("held-out sampled success by problem size, answers cut off and answers that "
       "repeat an attempt (step 100: mean of two seeds)")
 print(repeat_sizes.to_string(float_format=lambda v: f"{v:.3f}"))
-repeat_rise = pd.DataFrame({
-    (name, f"seed {i}"): {mode: 100 * (held_out_success(r.name, 100, mode)
-                                       - held_out_success(r.name, 0, mode))
-                          for mode in ("sampled", "greedy")}
-    for name, runs in (("spelled", spelled_runs), ("penalty", repeat_runs))
-    for i, r in enumerate(runs)})
+repeat_rise = pd.concat({"spelled": rise_by_seed(spelled_runs),
+                         "penalty": rise_by_seed(repeat_runs)}, axis=1)
 print("rise from the base after one round (points)")
 print(repeat_rise.to_string(float_format=lambda v: f"{v:.1f}"))
 
