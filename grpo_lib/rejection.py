@@ -42,7 +42,7 @@ from .sampling import generate
 
 __all__ = [
     "FILTERS",
-    "DEFAULT_FILTERS",
+    "DEFAULT_FILTERS", "COUNTDOWN_FILTERS", "default_filters", "with_task_columns",
     "YIELD_COLUMNS",
     "score_candidates",
     "sample_candidates",
@@ -203,10 +203,9 @@ def score_candidates(
     """The candidates table for ``k`` completions per row, in group-major order
     (``[row 0] * k + [row 1] * k + ...``, the sampler's layout).
 
-    One row per completion: ``prompt_index, sample_index, question`` and the columns of
+    One row per completion: ``prompt_index, sample_index, question``, the columns of
     :func:`grpo_lib.evaluation.score_completions` (``answer, completion, correct,
-    formatted, lang_mixed, repetitive, length, truncated, ...``).
-    """
+    formatted, ..., truncated``) and the task's own (:func:`with_task_columns`)."""
     _check_k(k)
     rows = _as_rows(rows)
     if len(completions) != len(rows) * k:
@@ -214,7 +213,8 @@ def score_candidates(
             f"got {len(completions)} completions for {len(rows)} prompts x k={k}; "
             f"pass exactly {len(rows) * k}, grouped by prompt."
         )
-    return score_groups(rows, k, completions, lengths, finished)
+    scores = score_groups(rows, k, completions, lengths, finished)
+    return with_task_columns(scores, rows)
 
 
 def sample_candidates(
@@ -378,14 +378,65 @@ def random_control(candidates: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFr
 
 
 # ======================================================================================
+# Countdown
+# ======================================================================================
+# Countdown rows (``numbers`` and ``target``, chapter 17) have no readable pattern and
+# no gold string. A candidate is kept when its answer is right (``countdown_verdict``),
+# its work shows it (every step right, the last one reaching the target: the rule of
+# ``countdown_worked_answer_reward``), it ended and it is no duplicate; its SFT row's
+# user turn is the task's own prompt.
+COUNTDOWN_FILTERS = ("correct", "worked_out", "not_truncated", "deduplicate")
+"""The filters for Countdown candidates, in order. The arithmetic ones for words and
+equations do not apply (``worked_out`` checks every step), nor does ``non_repetitive``:
+a Countdown search repeats its words by design."""
+
+
+def _worked_out(candidates: pd.DataFrame) -> pd.Series:
+    if "worked_out" not in candidates:
+        raise ValueError("the candidates have no 'worked_out' column; it is scored for "
+                         "Countdown rows (numbers and target) only.")
+    return _is_true(candidates["worked_out"])
+
+
+FILTERS["worked_out"] = _worked_out  # every step right, the last reaching the target
+
+
+def with_task_columns(candidates: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
+    """For Countdown rows, add ``worked_out``, ``numbers`` and ``target`` to the
+    candidates of ``rows`` (group-major, ``k`` per row); other rows: unchanged."""
+    if not ("numbers" in rows[0] and "target" in rows[0]):
+        return candidates
+    from .rewards import countdown_worked_answer_reward
+
+    k = len(candidates) // len(rows)
+    numbers = [list(r["numbers"]) for r in rows for _ in range(k)]  # [N * k]
+    target = [r["target"] for r in rows for _ in range(k)]
+    worked = countdown_worked_answer_reward(candidates["completion"].tolist(),
+                                            numbers=numbers, target=target)
+    out = candidates.copy()
+    out["worked_out"] = [w == 1.0 for w in worked]
+    out["numbers"], out["target"] = numbers, target
+    return out
+
+
+def default_filters(candidates: pd.DataFrame) -> tuple[str, ...]:
+    """:data:`COUNTDOWN_FILTERS` for Countdown candidates (a ``worked_out`` column),
+    :data:`DEFAULT_FILTERS` otherwise."""
+    return COUNTDOWN_FILTERS if "worked_out" in candidates else DEFAULT_FILTERS
+
+
+# ======================================================================================
 # SFT data
 # ======================================================================================
 def to_sft_rows(kept: pd.DataFrame, source: str = "rejection_sampling") -> list[dict]:
     """One conversation per kept sample, in TRL's conversational format:
     ``{"messages": [user, assistant], "question", "answer", "source"}``, the user
     turn being :func:`grpo_lib.tasks.arithmetic.question_text` (the same layout as the
-    cold-start data, :func:`grpo_lib.tasks.cold_start.cold_start_rows`)."""
+    cold-start data, :func:`grpo_lib.tasks.cold_start.cold_start_rows`), or for
+    Countdown candidates (``numbers`` and ``target`` columns) the task's prompt,
+    :func:`grpo_lib.tasks.countdown.countdown_prompt`."""
     from .tasks.arithmetic import question_text
+    from .tasks.countdown import countdown_prompt
 
     missing = [c for c in ("question", "answer", "completion") if c not in kept]
     if missing:
@@ -393,11 +444,17 @@ def to_sft_rows(kept: pd.DataFrame, source: str = "rejection_sampling") -> list[
             f"kept lacks the column(s) {missing}; pass the first value returned by "
             "apply_filters()."
         )
+    if "numbers" in kept and "target" in kept:  # Countdown: the task's own prompt
+        users = [countdown_prompt(n, t)[0]["content"]
+                 for n, t in zip(kept["numbers"], kept["target"])]
+    else:
+        users = [question_text(q) for q in kept["question"]]
     return [
-        {"messages": [{"role": "user", "content": question_text(q)},
+        {"messages": [{"role": "user", "content": u},
                       {"role": "assistant", "content": str(c)}],
          "question": q, "answer": str(a), "source": source}
-        for q, a, c in zip(kept["question"], kept["answer"], kept["completion"])
+        for u, q, a, c in zip(users, kept["question"], kept["answer"],
+                              kept["completion"])
     ]
 
 
@@ -426,7 +483,8 @@ def rejection_sample_from_args(args: argparse.Namespace) -> pd.DataFrame:
         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
         seed=args.seed, prompt_format=args.prompt_format)
     seconds = time.perf_counter() - start
-    kept, yields = apply_filters(candidates, max_per_prompt=args.max_per_prompt)
+    kept, yields = apply_filters(candidates, default_filters(candidates),
+                                 max_per_prompt=args.max_per_prompt)
     print(f"model: {args.model} | {args.task}/{args.split} | {len(rows)} prompts x "
           f"k={args.k} | {P} | sampling and scoring took {seconds:.0f} s")
     print(yields.to_string(float_format=lambda v: f"{v:.3f}"))
@@ -451,9 +509,9 @@ def add_rejection_parser(subparsers) -> argparse.ArgumentParser:
         "rejection-sample",
         help="sample K answers per training prompt, keep the correct readable ones")
     p.add_argument("--model", required=True, help="checkpoint folder or hub name")
-    p.add_argument("--task", default="arithmetic", choices=["arithmetic"],
-                   help="the filters (known words) and the SFT rows' user turn "
-                        "(What is ...?) are the arithmetic task's")
+    p.add_argument("--task", default="arithmetic", choices=["arithmetic", "countdown"],
+                   help="the filters and the SFT rows' user turn follow the task "
+                        "(DEFAULT_FILTERS or COUNTDOWN_FILTERS)")
     p.add_argument("--split", default="train")
     p.add_argument("--n", type=int, default=500, help="the first N prompts")
     p.add_argument("--k", type=int, default=SAMPLES_PER_PROMPT,

@@ -11,11 +11,13 @@ import pytest
 
 from grpo_lib.models import build_tokenizer, random_model
 from grpo_lib.rejection import (
+    COUNTDOWN_FILTERS,
     DEFAULT_FILTERS,
     YIELD_COLUMNS,
     add_rejection_parser,
     apply_filters,
     cap_per_prompt,
+    default_filters,
     normalise_completion,
     random_control,
     readable_words,
@@ -27,6 +29,7 @@ from grpo_lib.rejection import (
 )
 from grpo_lib.sft import read_jsonl
 from grpo_lib.tasks import write_jsonl
+from grpo_lib.tasks.countdown import countdown_prompt
 
 ROWS = [
     {"question": "2 + 3 * 4", "answer": "14"},
@@ -231,10 +234,72 @@ def test_cli_parser_defaults():
     args = parser.parse_args(["rejection-sample", "--model", "m"])
     assert args.k == 16 and args.split == "train" and args.max_per_prompt is None
     assert callable(args.func)
-    # Countdown's traces would fail the known-words filter, and its SFT rows would get
-    # the arithmetic user turn: the command refuses the task instead
-    with pytest.raises(SystemExit):
-        parser.parse_args(["rejection-sample", "--model", "m", "--task", "countdown"])
+    args = parser.parse_args(
+        ["rejection-sample", "--model", "m", "--task", "countdown"])
+    assert args.task == "countdown"
+    with pytest.raises(SystemExit):  # a task without filters or a user turn
+        parser.parse_args(["rejection-sample", "--model", "m", "--task", "gsm8k"])
+
+
+# ------------------------------------------------------------------ Countdown
+
+COUNTDOWN_ROWS = [
+    {"question": "[3, 15, 14] -> 4", "answer": "3 + (15 - 14)",
+     "numbers": [3, 15, 14], "target": 4},
+    {"question": "[2, 5, 7] -> 17", "answer": "(2 * 5) + 7",
+     "numbers": [2, 5, 7], "target": 17},
+]
+RIGHT = ("<think> Numbers 3, 15, 14; target 4. 15 - 14 = 1, 1 + 3 = 4. </think> "
+         "<answer> (15 - 14) + 3 </answer>")
+COUNTDOWN_CANDIDATES = [
+    # (completion, finished); what drops it, if anything
+    (RIGHT, True),  # kept
+    ("<think> 15 - 14 = 2, 2 + 3 = 4. </think> <answer> (15 - 14) + 3 </answer>",
+     True),  # a right answer after a wrong step: not worked out
+    ("<think> 3 + 14 = 17, not 4. </think> <answer> (3 + 14) - 15 </answer>",
+     True),  # wrong: 2
+    (RIGHT, False),  # cut off
+    ("<think> 2 * 5 = 10, 10 + 7 = 17. </think> <answer> (2 * 5) + 7 </answer>",
+     True),  # kept
+    ("<think> 2 * 5 = 10,  10 + 7 = 17. </think> <answer> (2 * 5) + 7 </answer>",
+     True),  # duplicate
+    ("<think> 5 + 7 = 12, 12 + 5 = 17. </think> <answer> (5 + 7) + 5 </answer>",
+     True),  # reaches 17 with the wrong numbers
+    ("", True),  # empty
+]
+
+
+def test_countdown_candidates_keep_right_worked_ended_answers():
+    texts = [t for t, _ in COUNTDOWN_CANDIDATES]
+    c = score_candidates(COUNTDOWN_ROWS, 4, texts, lengths=[30] * 8,
+                         finished=[f for _, f in COUNTDOWN_CANDIDATES])
+    assert c["worked_out"].tolist() == [True, False, False, True,
+                                        True, True, False, False]
+    assert c["correct"].tolist() == [True, True, False, True,
+                                     True, True, False, False]
+    assert default_filters(c) == COUNTDOWN_FILTERS
+    kept, yields = apply_filters(c, default_filters(c))
+    assert list(yields.index) == ["sampled", *COUNTDOWN_FILTERS]
+    assert yields["kept"].tolist() == [8, 5, 4, 3, 2]
+    assert kept.index.tolist() == [0, 4]
+    assert yields.loc["deduplicate", "prompts"] == 2
+    rows = to_sft_rows(kept)
+    assert rows[0]["messages"][0]["content"] == countdown_prompt([3, 15, 14], 4)[0][
+        "content"]
+    assert rows[1]["messages"][1]["content"] == texts[4]
+    assert rows[0]["question"] == "[3, 15, 14] -> 4"
+
+
+def test_countdown_duplicates_and_the_arithmetic_filters():
+    texts = [t for t, _ in COUNTDOWN_CANDIDATES]
+    c = score_candidates(COUNTDOWN_ROWS, 4, texts)
+    kept, yields = apply_filters(c, filters=("correct", "deduplicate"))
+    assert kept.index.tolist() == [0, 1, 4]  # the cut-off copy of 0 is a duplicate
+    arithmetic = score_candidates(ROWS, K, [t for t, *_ in CANDIDATES])
+    assert "worked_out" not in arithmetic
+    assert default_filters(arithmetic) == DEFAULT_FILTERS
+    with pytest.raises(ValueError, match="no 'worked_out' column"):
+        apply_filters(arithmetic, filters=("worked_out",))
 
 
 def test_cli_writes_kept_control_candidates_and_yields(tiny, tmp_path, capsys):
