@@ -2024,14 +2024,14 @@ say(f"Sampled held-out success from the base's {base_success:.3f}: one round of 
 
 # %% [markdown]
 # Learning from its own right answers alone gains less than half of what GRPO gains
-# per round, and in the same place: three numbers. On four numbers, RAFT's two
-# rounds end below GRPO's first, because a base that rarely solves a four-number
-# problem gives it little to copy. RAFT took less than half GRPO's time, most of it
-# sampling, and its answers repeat an attempt less often than GRPO's. What it
-# lacks is GRPO's other half: in a group with one right answer, GRPO also pushes
-# the wrong answers down, and RAFT never sees them. This is one recipe (8 samples
-# per problem, two epochs at one learning rate); with more right answers to copy,
-# as on the larger models of {cite}`xiong2025minimalist`, the two come closer.
+# in as many rounds, and in the same place: three numbers. On four numbers, RAFT's
+# two rounds end below GRPO's first, because a base that rarely solves a
+# four-number problem gives it little to copy. RAFT took less than half GRPO's
+# time, and its answers repeat an attempt less often than GRPO's. What it lacks is
+# GRPO's other half: in a group with one right answer, GRPO also pushes the wrong
+# answers down, and RAFT never sees them. This is one recipe (8 samples per
+# problem, two epochs at one learning rate); with more right answers to copy, as on
+# the larger models of {cite}`xiong2025minimalist`, the two come closer.
 
 # %% [markdown]
 # ## Every try at a glance
@@ -2133,11 +2133,11 @@ plt.show()
 # reward, the budget or the schedule. The largest rises come from more training:
 # two rounds, at either budget. The corpora that ask the tiny model to keep more on
 # the page (compact, ledger) start lower and rise least, and so does learning from
-# right answers alone. The first bases' greedy success fell while their sampled
-# success rose; once the traces write their aim out, the two rise together. None of
-# the tries lifts four-number problems far (the table of the section above), and
-# that is where the rest of the points are: on this model the limit is what it can
-# keep track of, more than the learning rule.
+# right answers alone. On the chain, aimed and lookahead bases greedy success fell
+# or stood still while sampled success rose; from the spelled base on, the two rise
+# together. None of the tries lifts four-number problems far (the tables by problem
+# size above), and that is where the rest of the points are: on this model the
+# limit is what it can keep track of, more than the learning rule.
 
 # %% [markdown]
 # ## What the numbers check blocks
@@ -2247,8 +2247,8 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   round from the spelled base they grow as they did without it, and success ends
 #   where it ended without it.
 # - Fine-tuning the base on its own right answers (RAFT, two rounds) gains less than
-#   half of what GRPO gains per round, in less than half the time: it never learns
-#   from the wrong answers of a group. Across every try of this chapter, the rise
+#   half of what two rounds of GRPO gain, in less than half the time: it never
+#   learns from the wrong answers of a group. Across every try of this chapter, the rise
 #   from the base stays at or below about 14 points, held back by four-number
 #   problems.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
