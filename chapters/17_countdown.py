@@ -2043,39 +2043,29 @@ say(f"Sampled held-out success from the base's {base_success:.3f}: one round of 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-GLANCE = [  # (try, section, the trained runs, their step, their base's runs)
-    ("chain, lr 1e-4", "A fourth try", "ch17_chain_anchored_seed{}_cpu", 100,
-     "ch17_chain_anchored_seed{}_cpu"),
+GLANCE = [  # (try, section, the trained runs, their step[, their base's runs])
+    ("chain, lr 1e-4", "A fourth try", "ch17_chain_anchored_seed{}_cpu", 100),
     ("chain, lr 2e-4", "A base that aims", "ch17_chain_anchored_lr2e-4_seed{}_cpu",
-     100, "ch17_chain_anchored_lr2e-4_seed{}_cpu"),
-    ("aimed", "A base that aims", "ch17_aimed_seed{}_h100", 100,
-     "ch17_aimed_seed{}_h100"),
-    ("lookahead", "A base that aims", "ch17_lookahead_seed{}_h100", 100,
-     "ch17_lookahead_seed{}_h100"),
-    ("spelled", "Aiming in writing", "ch17_spelled_seed{}_cpu", 100,
-     "ch17_spelled_seed{}_cpu"),
+     100),
+    ("aimed", "A base that aims", "ch17_aimed_seed{}_h100", 100),
+    ("lookahead", "A base that aims", "ch17_lookahead_seed{}_h100", 100),
+    ("spelled", "Aiming in writing", "ch17_spelled_seed{}_cpu", 100),
     ("spelled, 2 rounds", "Aiming in writing", "ch17_spelled_round2_seed{}_cpu",
      100, "ch17_spelled_seed{}_cpu"),
     ("spelled, 200-step schedule, at 100", "Aiming in writing",
-     "ch17_spelled_long_lr2e-4_seed{}_h200", 100,
-     "ch17_spelled_long_lr2e-4_seed{}_h200"),
+     "ch17_spelled_long_lr2e-4_seed{}_h200", 100),
     ("same at lr 4e-4, at 100", "Aiming in writing",
-     "ch17_spelled_long_lr4e-4_seed{}_h200", 100,
-     "ch17_spelled_long_lr4e-4_seed{}_h200"),
+     "ch17_spelled_long_lr4e-4_seed{}_h200", 100),
     ("spelled, 8 x 16 groups", "Aiming in writing", "ch17_spelled_g16_seed{}_cpu",
-     100, "ch17_spelled_g16_seed{}_cpu"),
-    ("spelled, no KL", "Aiming in writing", "ch17_spelled_nokl_seed{}_cpu", 100,
-     "ch17_spelled_nokl_seed{}_cpu"),
-    ("compact", "More tries in the budget", "ch17_compact_seed{}_cpu", 100,
-     "ch17_compact_seed{}_cpu"),
-    ("spelled, 384 tokens", "A longer budget", "ch17_spelled_384_seed{}_cpu",
-     100, "ch17_spelled_384_seed{}_cpu"),
+     100),
+    ("spelled, no KL", "Aiming in writing", "ch17_spelled_nokl_seed{}_cpu", 100),
+    ("compact", "More tries in the budget", "ch17_compact_seed{}_cpu", 100),
+    ("spelled, 384 tokens", "A longer budget", "ch17_spelled_384_seed{}_cpu", 100),
     ("spelled, 384 tokens, 2 rounds", "A longer budget",
      "ch17_spelled_384_round2_seed{}_cpu", 100, "ch17_spelled_384_seed{}_cpu"),
-    ("ledger, 384 tokens", "Keeping the books", "ch17_ledger_seed{}_cpu", 100,
-     "ch17_ledger_seed{}_cpu"),
+    ("ledger, 384 tokens", "Keeping the books", "ch17_ledger_seed{}_cpu", 100),
     ("spelled + repeat penalty", "A reward against repeats",
-     "ch17_spelled_repeats_seed{}_cpu", 100, "ch17_spelled_repeats_seed{}_cpu"),
+     "ch17_spelled_repeats_seed{}_cpu", 100),
     ("spelled, RAFT round 1", "Its own right answers", "ch17_rft_seed{}_cpu",
      "round1", "ch17_spelled_seed{}_cpu"),
     ("spelled, RAFT round 2", "Its own right answers", "ch17_rft_seed{}_cpu",
@@ -2083,9 +2073,10 @@ GLANCE = [  # (try, section, the trained runs, their step, their base's runs)
 ]
 
 
-def glance_row(runs, step, base_runs):
-    """Base and trained success (mean of seeds 0 and 1) and each seed's rise."""
-    row = {}
+def glance_row(runs, step, base_runs=None):
+    """Base and trained success (mean of seeds 0 and 1) and each seed's rise; the
+    base's evaluation is stored with ``base_runs``, by default the runs' own."""
+    base_runs, row = base_runs or runs, {}
     for mode in ("sampled", "greedy"):
         base = [held_out_success(base_runs.format(s), 0, mode) for s in (0, 1)]
         after = [held_out_success(runs.format(s), step, mode) for s in (0, 1)]
@@ -2097,8 +2088,7 @@ def glance_row(runs, step, base_runs):
     return row
 
 
-glance = pd.DataFrame({label: glance_row(runs, step, base)
-                       for label, _, runs, step, base in GLANCE}).T
+glance = pd.DataFrame({label: glance_row(*spec) for label, _, *spec in GLANCE}).T
 glance.insert(0, "section", [section for _, section, *_ in GLANCE])
 print("held-out success, 500 problems: sampled (4 at temperature 1) and greedy; "
       "mean of two seeds; rise in points")
