@@ -404,6 +404,10 @@ FILTERS["worked_out"] = _worked_out  # every step right, the last reaching the t
 def with_task_columns(candidates: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
     """For Countdown rows, add ``worked_out``, ``numbers`` and ``target`` to the
     candidates of ``rows`` (group-major, ``k`` per row); other rows: unchanged."""
+    rows = _as_rows(rows)  # a clear error for no rows or rows without a question
+    if len(candidates) % len(rows):
+        raise ValueError(f"{len(candidates)} candidates for {len(rows)} rows: pass k "
+                         f"candidates per row, grouped by row (score_candidates does).")
     if not ("numbers" in rows[0] and "target" in rows[0]):
         return candidates
     from .rewards import countdown_worked_answer_reward

@@ -26,6 +26,7 @@ from grpo_lib.rejection import (
     steps_check_out,
     to_sft_rows,
     uses_known_words,
+    with_task_columns,
 )
 from grpo_lib.sft import read_jsonl
 from grpo_lib.tasks import write_jsonl
@@ -300,6 +301,10 @@ def test_countdown_duplicates_and_the_arithmetic_filters():
     assert default_filters(arithmetic) == DEFAULT_FILTERS
     with pytest.raises(ValueError, match="no 'worked_out' column"):
         apply_filters(arithmetic, filters=("worked_out",))
+    with pytest.raises(ValueError, match="rows is empty"):
+        with_task_columns(c, [])
+    with pytest.raises(ValueError, match="7 candidates for 2 rows"):
+        with_task_columns(c.iloc[:7], COUNTDOWN_ROWS)
 
 
 def test_cli_writes_kept_control_candidates_and_yields(tiny, tmp_path, capsys):
