@@ -47,9 +47,11 @@
 #    the answer reward, in a round from the spelled base, two seeds;
 # 15. **learning from its own right answers**: two rounds of rejection-sampling
 #    fine-tuning from the spelled base, two seeds, beside GRPO's rounds;
-# 16. **every try at a glance**: each try's rise from its base in one table and one
+# 16. **a bigger model**: the spelled recipe on the 20.4M-parameter small model, on
+#    a GPU, two seeds;
+# 17. **every try at a glance**: each try's rise from its base in one table and one
 #    figure;
-# 17. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
+# 18. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -2032,6 +2034,79 @@ say(f"Sampled held-out success from the base's {base_success:.3f}: one round of 
 # answers down, and RAFT never sees them. This is one recipe (8 samples per
 # problem, two epochs at one learning rate); with more right answers to copy, as on
 # the larger models of {cite}`xiong2025minimalist`, the two come closer.
+#
+# R1 runs the two in order: fine-tuning on the model's own answers, then RL. One
+# GRPO round with the spelled round's settings, from each seed's round-2 RAFT model:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+raft_grpo = [held_out_success(f"ch17_rft_grpo_seed{s}_cpu", 100) for s in (0, 1)]
+
+
+def rise(after):
+    """The seeds' mean sampled success minus the spelled base's, in points."""
+    return f"{100 * (sum(after) / len(after) - base_success):+.1f}"
+
+
+say(f"RAFT's two rounds, then one GRPO round: {mean_range(raft_end[2])} -> "
+    f"{mean_range(raft_grpo)}, {rise(raft_grpo)} points from the base; one GRPO "
+    f"round from the base: {rise(grpo_end[1])}, two: {rise(grpo_end[2])}.")
+
+# %% [markdown]
+# The fine-tuned start does not carry GRPO further: RAFT and a GRPO round together
+# end about where one GRPO round from the base ends, below two GRPO rounds.
+
+# %% [markdown]
+# ## A bigger model
+#
+# Every try so far trained the 1.05M-parameter tiny model. The book's small model
+# has 20 times as many parameters (`data/models/small-qwen2-base`, chapter 5). The
+# spelled corpus was pretrained into it with the tiny base's command (1000 steps of
+# 64 traces), and one GRPO round with the spelled round's settings ran from it, two
+# seeds side by side. Pretraining the small model is a GPU job, so this ran in one
+# device call (`scripts/countdown_small_gpu.sh`), whose deadline stopped both seeds
+# before the end of their 100-step schedule. Held-out, by problem size:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+small_runs = load_seeds("ch17_small_spelled", device="h200")
+small_steps = tuple(int(r.metrics["step"].max()) for r in small_runs)
+small_base = with_verdicts(read_answers(small_runs[0].name, 0))
+small_sizes = pd.DataFrame({
+    "tiny: base": sampled_by_size(base_answers["spelled"]),
+    "tiny: step 100": mean_by_size(trained_answers["spelled"]),
+    "small: base": sampled_by_size(small_base),
+    "small: last step": mean_by_size([with_verdicts(read_answers(r.name, k))
+                                      for r, k in zip(small_runs, small_steps)])})
+print("held-out sampled success by problem size, answers cut off and answers that "
+      "repeat an attempt (trained: mean of two seeds)")
+print(small_sizes.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+small_info = json.loads(
+    (RUNS / small_runs[0].name / "base_pretrain_info.json").read_text())
+small_end = [held_out_success(r.name, k) for r, k in zip(small_runs, small_steps)]
+small_from = held_out_success(small_runs[0].name, 0)
+teach = {size: mean_range([r.metrics["zero_std_frac"].mean() for r in runs], 2)
+         for size, runs in (("tiny", spelled_runs), ("small", small_runs))}
+say(f"On one {small_info['device']}: pretraining {small_info['wall_time_s']:.0f} s "
+    f"({small_info['parameters']:,} parameters), GRPO stopped at steps "
+    f"{small_steps[0]} and {small_steps[1]} of 100 "
+    f"({mean_range([r.metrics['time_step'].sum() for r in small_runs], 0)} s of "
+    f"steps). Sampled success {small_from:.3f} -> {mean_range(small_end)}, a rise "
+    f"of {mean_range([100 * (e - small_from) for e in small_end], 1)} points (the "
+    f"tiny model's round: {rise(grpo_end[1])}). Share of groups whose answers all "
+    f"score alike, which teach nothing: tiny {teach['tiny']}, small "
+    f"{teach['small']}.")
+
+# %% [markdown]
+# The bigger model starts far higher: from the same corpus and the same number of
+# steps, its base solves more than the tiny model's best try, and four-number
+# problems are solved more often than after any of the tiny model's tries. Its
+# round is cut short, and more of its groups teach, yet it rises no more than the
+# tiny model's round. A third of its answers still run out of tokens. In this round,
+# size moved the start, not the rise.
 
 # %% [markdown]
 # ## Every try at a glance
@@ -2070,16 +2145,22 @@ GLANCE = [  # (try, section, the trained runs, their step[, their base's runs])
      "round1", "ch17_spelled_seed{}_cpu"),
     ("spelled, RAFT round 2", "Its own right answers", "ch17_rft_seed{}_cpu",
      "round2", "ch17_spelled_seed{}_cpu"),
+    ("spelled, RAFT 2 rounds + GRPO", "Its own right answers",
+     "ch17_rft_grpo_seed{}_cpu", 100, "ch17_spelled_seed{}_cpu"),
+    ("small model, spelled (stopped early)", "A bigger model",
+     "ch17_small_spelled_seed{}_h200", small_steps),
 ]
 
 
 def glance_row(runs, step, base_runs=None):
     """Base and trained success (mean of seeds 0 and 1) and each seed's rise; the
-    base's evaluation is stored with ``base_runs``, by default the runs' own."""
+    base's evaluation is stored with ``base_runs``, by default the runs' own.
+    ``step`` is both seeds' step, or a pair with each seed's."""
     base_runs, row = base_runs or runs, {}
+    steps = step if isinstance(step, tuple) else (step, step)
     for mode in ("sampled", "greedy"):
         base = [held_out_success(base_runs.format(s), 0, mode) for s in (0, 1)]
-        after = [held_out_success(runs.format(s), step, mode) for s in (0, 1)]
+        after = [held_out_success(runs.format(s), steps[s], mode) for s in (0, 1)]
         rises = [100 * (a - b) for a, b in zip(after, base)]
         row |= {f"base {mode}": sum(base) / 2, f"after {mode}": sum(after) / 2,
                 f"rise {mode}": sum(rises) / 2}
@@ -2100,7 +2181,7 @@ print(glance.to_string(
                 "seed 0": points, "seed 1": points, "rise greedy": points}))
 
 # %%
-fig, ax = plt.subplots(figsize=(7.5, 6.8))
+fig, ax = plt.subplots(figsize=(7.5, 7.4))
 rows = list(range(len(glance)))[::-1]  # the first try at the top
 ax.barh(rows, glance["rise sampled"], color="C0", alpha=0.5,
         label="sampled, mean of two seeds")
@@ -2123,11 +2204,14 @@ plt.show()
 # reward, the budget or the schedule. The largest rises come from more training:
 # two rounds, at either budget. The corpora that ask the tiny model to keep more on
 # the page (compact, ledger) start lower and rise least, and so does learning from
-# right answers alone. On the chain, aimed and lookahead bases greedy success fell
-# or stood still while sampled success rose; from the spelled base on, the two rise
-# together. None of the tries lifts four-number problems far (the tables by problem
-# size above), and that is where the rest of the points are: on this model the
-# limit is what it can keep track of, more than the learning rule.
+# right answers alone; a GRPO round after it ends where a GRPO round from the base
+# ends. On the chain, aimed and lookahead bases greedy success fell or stood still
+# while sampled success rose; from the spelled base on, the two rise together.
+# None of the tiny model's tries lifts four-number problems far (the tables by
+# problem size above). The small model starts higher on them and ends higher, but
+# its round rises no more than the tiny model's: what a model can keep track of
+# sets where it starts, and a round of GRPO on this task adds about ten points at
+# either size.
 
 # %% [markdown]
 # ## What the numbers check blocks
@@ -2238,9 +2322,11 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   where it ended without it.
 # - Fine-tuning the base on its own right answers (RAFT, two rounds) gains less than
 #   half of what two rounds of GRPO gain, in less than half the time: it never
-#   learns from the wrong answers of a group. Across every try of this chapter, the rise
-#   from the base stays at or below about 14 points, held back by four-number
-#   problems.
+#   learns from the wrong answers of a group. A GRPO round after it ends about where
+#   one GRPO round from the base ends.
+# - The same recipe on the 20 times larger small model starts far higher, four-number
+#   problems included, but its GRPO round, stopped early, rises no more. Across every
+#   try of this chapter, the rise from the base stays at or below about 14 points.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.
