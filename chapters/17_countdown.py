@@ -47,8 +47,8 @@
 #    the answer reward, in a round from the spelled base, two seeds;
 # 15. **learning from its own right answers**: two rounds of rejection-sampling
 #    fine-tuning from the spelled base, two seeds, beside GRPO's rounds;
-# 16. **a bigger model**: the spelled recipe on the 20.4M-parameter small model, on
-#    a GPU, two seeds;
+# 16. **a bigger model**: the spelled recipe on the book's small model, on a GPU,
+#    two seeds;
 # 17. **every try at a glance**: each try's rise from its base in one table and one
 #    figure;
 # 18. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
@@ -2059,8 +2059,8 @@ say(f"RAFT's two rounds, then one GRPO round: {mean_range(raft_end[2])} -> "
 # %% [markdown]
 # ## A bigger model
 #
-# Every try so far trained the 1.05M-parameter tiny model. The book's small model
-# has 20 times as many parameters (`data/models/small-qwen2-base`, chapter 5). The
+# Every try so far trained the tiny model. The book's small model
+# (`data/models/small-qwen2-base`) has the same architecture, wider and deeper. The
 # spelled corpus was pretrained into it with the tiny base's command (1000 steps of
 # 64 traces), and one GRPO round with the spelled round's settings ran from it, two
 # seeds side by side. Pretraining the small model is a GPU job, so this ran in one
@@ -2084,14 +2084,16 @@ print(small_sizes.to_string(float_format=lambda v: f"{v:.3f}"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-small_info = json.loads(
-    (RUNS / small_runs[0].name / "base_pretrain_info.json").read_text())
+small_info, tiny_info = (json.loads((RUNS / f / "base_pretrain_info.json").read_text())
+                         for f in (small_runs[0].name, spelled_runs[0].name))
 small_end = [held_out_success(r.name, k) for r, k in zip(small_runs, small_steps)]
 small_from = held_out_success(small_runs[0].name, 0)
 teach = {size: mean_range([r.metrics["zero_std_frac"].mean() for r in runs], 2)
          for size, runs in (("tiny", spelled_runs), ("small", small_runs))}
 say(f"On one {small_info['device']}: pretraining {small_info['wall_time_s']:.0f} s "
-    f"({small_info['parameters']:,} parameters), GRPO stopped at steps "
+    f"({small_info['parameters']:,} parameters, "
+    f"{small_info['parameters'] / tiny_info['parameters']:.1f} times the tiny "
+    f"model's {tiny_info['parameters']:,}), GRPO stopped at steps "
     f"{small_steps[0]} and {small_steps[1]} of 100 "
     f"({mean_range([r.metrics['time_step'].sum() for r in small_runs], 0)} s of "
     f"steps). Sampled success {small_from:.3f} -> {mean_range(small_end)}, a rise "
@@ -2324,9 +2326,10 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   half of what two rounds of GRPO gain, in less than half the time: it never
 #   learns from the wrong answers of a group. A GRPO round after it ends about where
 #   one GRPO round from the base ends.
-# - The same recipe on the 20 times larger small model starts far higher, four-number
-#   problems included, but its GRPO round, stopped early, rises no more. Across every
-#   try of this chapter, the rise from the base stays at or below about 14 points.
+# - The same recipe on the small model, about 20 times larger, starts far higher,
+#   four-number problems included, but its GRPO round, stopped early, rises no
+#   more. Across every try of this chapter, the rise from the base stays at or below
+#   about 14 points.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.

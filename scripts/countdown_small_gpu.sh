@@ -15,7 +15,11 @@
 #    greedy pass, 256 tokens, float32) on the base and on each run's last checkpoint.
 # It first installs the wheels the GPU image lacks (datasets, dill, multiprocess,
 # math-verify, latex2sympy2_extended, antlr4-python3-runtime) from .whl/ if there.
-# Back in OUT: results.tgz (logs, CSVs, answers, metrics) and the base as base.tar.part*.
+# Back in OUT: results.tgz (logs, CSVs, answers, metrics) and the base as base.tar.part*
+# (join them with `cat base.tar.part* | tar xf -`). BASE=DIR takes a base made
+# before (for instance one brought back so, and carried) instead of pretraining one;
+# it is then neither packed nor removed, and the call has time for more GRPO steps
+# (a relative DIR is read from the repository root).
 # Settings for a quick check: PRE_STEPS, RL_STEPS, EVAL_N, DEADLINE, SIZE, DEVICE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +38,8 @@ PRE_STEPS=${PRE_STEPS:-1000}
 RL_STEPS=${RL_STEPS:-100}
 DEADLINE=${DEADLINE:-470}
 DEVICE=${DEVICE:-cuda}
-BASE=$O/$SIZE-qwen2-countdown-spelled-base
+made=$O/$SIZE-qwen2-countdown-spelled-base
+BASE=${BASE:-$made}
 { nvidia-smi --query-gpu=name,memory.total --format=csv; date -u; nproc
   python3 -c "import torch, transformers as t; print(torch.__version__, t.__version__)"
 } > "$O/device.txt" 2>&1
@@ -46,12 +51,15 @@ held_out() {  # held_out MODEL CSV: chapter 17's sampled protocol
     --dtype float32 --csv "$2" --samples-out "${2%.csv}_answers.jsonl.gz"
 }
 
-python3 -m grpo_lib pretrain --task countdown --size "$SIZE" \
-  --init-from "data/models/$SIZE-qwen2-base" --countdown-mix spelled \
-  --steps "$PRE_STEPS" --batch-size 64 --lr 0.001 --seed 0 --save-dtype bfloat16 \
-  --device "$DEVICE" --eval-n 0 --out "$BASE" > "$O/pretrain.log" 2>&1
-tail -2 "$O/pretrain.log"
-echo "base made after $(( $(date +%s) - T0 )) s"
+if [ "$BASE" = "$made" ]; then
+  python3 -m grpo_lib pretrain --task countdown --size "$SIZE" \
+    --init-from "data/models/$SIZE-qwen2-base" --countdown-mix spelled \
+    --steps "$PRE_STEPS" --batch-size 64 --lr 0.001 --seed 0 --save-dtype bfloat16 \
+    --device "$DEVICE" --eval-n 0 --out "$BASE" > "$O/pretrain.log" 2>&1
+  tail -2 "$O/pretrain.log"
+  echo "base made after $(( $(date +%s) - T0 )) s"
+fi
+[ -f "$BASE/model.safetensors" ] || { echo "no base model in $BASE" >&2; exit 1; }
 held_out "$BASE" "$O/base_sampled.csv" > "$O/eval_base.log" 2>&1 &
 limit=$(( DEADLINE - ($(date +%s) - T0) ))
 for seed in 0 1; do
@@ -82,7 +90,9 @@ for seed in 0 1; do
 done
 cat "$O/base_sampled.csv" 2>/dev/null
 cp "$BASE"/pretrain_info.json "$BASE"/pretrain_log.csv "$O"/ 2>/dev/null
-tar cf - -C "$O" "$(basename "$BASE")" | split -b 15m - "$OUT/base.tar.part"
-rm -rf "$BASE"
+if [ "$BASE" = "$made" ]; then
+  tar cf - -C "$O" "$(basename "$made")" | split -b 15m - "$OUT/base.tar.part"
+  rm -rf "$made"
+fi
 tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$O"
 ls -la "$OUT"
