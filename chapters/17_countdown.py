@@ -1029,11 +1029,12 @@ def read_answers(folder, step):
                         lines=True)
 
 
-def held_out_success(folder, step, mode="sampled"):
+def held_out_success(folder, step, mode="sampled", column="strict_acc"):
     """Held-out success of a run's model at ``step`` (0: its base), greedy or
-    sampled, from the evaluation stored with the run."""
+    sampled, from the evaluation stored with the run; ``column="pass_at_k"``
+    gives the share of problems that one of the 4 samples solves."""
     return pd.read_csv(RUNS / folder / f"{eval_name(step)}.csv",
-                       index_col=0).loc[mode, "strict_acc"]
+                       index_col=0).loc[mode, column]
 
 
 def rise_row(runs, flawless):
@@ -2168,6 +2169,9 @@ def glance_row(runs, step, base_runs=None):
                 f"rise {mode}": sum(rises) / 2}
         if mode == "sampled":
             row |= {f"seed {s}": rise for s, rise in enumerate(rises)}
+    row["base 1 of 4"] = sum(held_out_success(base_runs.format(s), 0,
+                                              column="pass_at_k") for s in (0, 1)) / 2
+    row["room"] = 100 * (row["base 1 of 4"] - row["base sampled"])
     return row
 
 
@@ -2192,6 +2196,8 @@ for s, marker in ((0, "o"), (1, "s")):
                label=f"sampled, seed {s}")
 ax.scatter(glance["rise greedy"], rows, color="C3", marker="|", s=150,
            label="greedy, mean of two seeds")
+ax.scatter(glance["room"], rows, color="black", marker="x", s=22,
+           label="the base's room: 1 of 4 minus sampled")
 ax.axvline(0, color="black", lw=0.8)
 ax.set_yticks(rows, glance.index, fontsize=8)
 ax.set(xlabel="rise in held-out success from the try's own base (points)",
@@ -2214,6 +2220,40 @@ plt.show()
 # its round rises no more than the tiny model's: what a model can keep track of
 # sets where it starts, and a round of GRPO on this task adds about ten points at
 # either size.
+
+# %% [markdown]
+# The black crosses mark how much room each base leaves: the share of problems that
+# one of its 4 samples solves, minus its sampled success. A policy that answered
+# every problem its base solves in 4 tries would rise that far. RL with verifiable
+# rewards mostly makes a model give, more often, answers its base already finds in
+# several tries {cite}`yue2025limit`. Measured against the room:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+past = glance["rise sampled"] - glance["room"]  # [tries] points past the room
+small_row = glance.loc["small model, spelled (stopped early)"]
+tiny_rooms = glance["room"].drop(small_row.name)
+used = glance["rise sampled"] / glance["room"]  # [tries] share of the room used
+wide = ["chain, lr 1e-4", "chain, lr 2e-4", "aimed", "lookahead"]
+say(f"Each try's sampled success after training minus its base's 1-of-4 success, "
+    f"in points: from {past.min():+.1f} to {past.max():+.1f} ({past.idxmax()}), "
+    f"below zero in {(past < 0).sum()} of {len(past)} tries. The room of the tiny "
+    f"model's bases: {tiny_rooms.min():.1f} to {tiny_rooms.max():.1f} points "
+    f"({glance.loc['spelled', 'room']:.1f} for the spelled base, "
+    f"{glance.loc[wide, 'room'].min():.1f} to {glance.loc[wide, 'room'].max():.1f} "
+    f"for the chain, aimed and lookahead bases, whose rounds used "
+    f"{used[wide].min():.0%} to {used[wide].max():.0%} of it); the small model's "
+    f"base: {small_row['room']:.1f}, of which its round used "
+    f"{used[small_row.name]:.0%}.")
+
+# %% [markdown]
+# No try went past its room. Two rounds from the spelled base came closest, within a
+# point of theirs, but that room is 15 points. The tiny bases with about 20 points of
+# room, chain, aimed and lookahead, used about half of it in a round. So on the tiny
+# model a rise of 20 points would need a policy that answers nearly every problem
+# its base solves in 4 tries. The small model's base leaves more room than any tiny
+# base, and its round, stopped early, used about a third of it: of all the tries, it
+# leaves the most to gain.
 
 # %% [markdown]
 # ## What the numbers check blocks
@@ -2329,7 +2369,9 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 # - The same recipe on the small model, about 20 times larger, starts far higher,
 #   four-number problems included, but its GRPO round, stopped early, rises no
 #   more. Across every try of this chapter, the rise from the base stays at or below
-#   about 14 points.
+#   about 14 points, and every trained policy solves fewer problems than its base
+#   solves with one of 4 samples. On the tiny bases that room is at most about 21
+#   points; the small base leaves 28.
 # - Answers that hit the target with the wrong numbers are the reward hack of this
 #   task. Logging what a value-only checker would pay, at weight 0, counts them at
 #   every step of training.
