@@ -2386,7 +2386,7 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 # `False` otherwise, and for any text that is not an expression.
 
 # %%
-from grpo_lib.exercises.ch17 import (check_reachable,  # noqa: E402
+from grpo_lib.exercises.ch17 import (check_reachable, check_room,  # noqa: E402
                                      check_uses_each_once, check_value_only_reward)
 
 
@@ -2433,3 +2433,22 @@ try:
 except NotImplementedError:
     print("Not implemented yet: combine two values into one, recurse, and keep "
           "fractions exact.")
+
+# %% [markdown]
+# **17.4 — A base's room.** Write `my_room(answers)`: the points between the share of
+# problems that one of a model's samples solves and its sampled success, from a table
+# of held-out answers like the ones this chapter reads (columns `mode`,
+# `prompt_index`, `correct`). Then apply it to the spelled base's answers,
+# `read_answers("ch17_spelled_seed0_cpu", 0)`, and compare with the glance table.
+
+# %%
+def my_room(answers):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_room(my_room)
+except NotImplementedError:
+    print("Not implemented yet: keep the sampled rows, then compare the share of "
+          "problems with a right sample with the share of right samples.")

@@ -327,6 +327,11 @@ def _ch17_whole_numbers_only(numbers, target):
     return search(list(numbers))
 
 
+def _ch17_room_with_greedy_rows(answers):
+    solved = answers.groupby("prompt_index")["correct"].any()
+    return 100 * (solved.mean() - answers["correct"].mean())
+
+
 def _ch20_oldest_allowed_version(generate_s, update_s, max_staleness, steps):
     return [max(0, s - max_staleness) for s in range(steps)]
 
@@ -422,6 +427,7 @@ WRONG_ATTEMPTS = {
     "ch17.check_uses_each_once": (_ch17_digits_as_numbers, "Compare numbers"),
     "ch17.check_value_only_reward": (_ch17_python_eval, "never eval"),
     "ch17.check_reachable": (_ch17_whole_numbers_only, "exact fractions"),
+    "ch17.check_room": (_ch17_room_with_greedy_rows, "sampled rows only"),
     "ch20.check_schedule": (_ch20_oldest_allowed_version, "newest one published"),
     "ch20.check_behaviour_weight": (_ch20_weight_upside_down, "Upside down"),
     "ch20.check_sync_speedup": (_ch20_speedup_with_warmup, "warm-up"),

@@ -148,3 +148,60 @@ def check_reachable(fn) -> bool:
           "solver.")
     return True
 
+
+
+# ------------------------------------------------------- 17.4 a base's room
+def reference_room(answers) -> float:
+    """Points between the share of problems that one of a model's samples solves and
+    its sampled success: 100 * (1 of k - sampled). ``answers`` holds one row per
+    answer with ``mode`` ("greedy" or "sampled"), ``prompt_index`` and ``correct``."""
+    sampled = answers[answers["mode"] == "sampled"]
+    if sampled.empty:
+        raise ValueError("no sampled answers: the room needs several samples per "
+                         "problem")
+    solved = sampled.groupby("prompt_index")["correct"].any()  # [problems]
+    return 100 * (float(solved.mean()) - float(sampled["correct"].mean()))
+
+
+def _room_case(sampled, greedy):
+    """Answers of a few problems: ``sampled[p]`` lists problem p's sample verdicts,
+    ``greedy[p]`` its greedy verdict."""
+    import pandas as pd
+
+    rows = [{"mode": "greedy", "prompt_index": p, "sample_index": 0, "correct": g}
+            for p, g in enumerate(greedy)]
+    rows += [{"mode": "sampled", "prompt_index": p, "sample_index": i, "correct": c}
+             for p, verdicts in enumerate(sampled) for i, c in enumerate(verdicts)]
+    return pd.DataFrame(rows)
+
+
+_ROOM_CASES = [
+    ([[True, False, False, False], [False] * 4, [True] * 4], [True, False, True]),
+    ([[True] * 4, [True] * 4], [True, True]),  # every sample right: no room
+    ([[False] * 4, [False] * 4], [True, True]),  # greedy right, samples never
+    ([[False, False, True, False]], [False]),  # one in four: 75 points of room
+    ([[True, True, False, False], [False, True, False, False],
+      [False] * 4, [False, False, False, True]], [False, True, False, False]),
+]
+
+
+def check_room(fn) -> bool:
+    """Check ``fn(answers) -> float``, the room in points."""
+    for sampled, greedy in _ROOM_CASES:
+        answers = _room_case(sampled, greedy)
+        expected = reference_room(answers)
+        got = float(fn(answers.copy()))
+        if abs(got - expected) < 1e-9:
+            continue
+        hint = ""
+        if abs(got - reference_room(answers.assign(mode="sampled"))) < 1e-9:
+            hint = " Count the sampled rows only: the greedy answer is not a sample."
+        elif abs(got) < 1e-9:
+            hint = (" A problem counts once when any of its samples is right: group "
+                    "the sampled rows by prompt_index and take any().")
+        elif abs(got - expected / 100) < 1e-9:
+            hint = " Give the room in points: 100 times the difference of shares."
+        raise AssertionError(f"samples {sampled}, greedy {greedy}: expected "
+                             f"{expected:.2f} points, got {got:.2f}.{hint}")
+    print(f"check_room: all {len(_ROOM_CASES)} cases pass.")
+    return True
