@@ -20,26 +20,14 @@
 # answers as results.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if ls .gpuwhl/*.whl > /dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --upgrade --target /tmp/site .gpuwhl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
-fi
+. scripts/countdown_gpu_common.sh
+install_wheels .gpuwhl
 export PYTHONUNBUFFERED=1
 O=${OUT:?set OUT to an output folder}/r
 mkdir -p "$O"
 BASE=${BASE:-runs/spelled_base}
 STEPS=${STEPS:-200}
-{ nvidia-smi --query-gpu=name,memory.total --format=csv; date -u; nproc
-  python3 -c "import torch, transformers as t; print(torch.__version__, t.__version__)"
-} > "$O/device.txt" 2>&1
-cat "$O/device.txt"
-
-held_out() {  # held_out MODEL CSV: chapter 17's sampled protocol
-  python3 -m grpo_lib eval --model "$1" --task countdown --n "${EVAL_N:-500}" \
-    --samples 4 --temperature 1.0 --seed 0 --max-new-tokens 256 --batch-size 128 \
-    --dtype float32 --csv "$2" --samples-out "${2%.csv}_answers.jsonl.gz"
-}
+device_info "$O/device.txt"
 
 T0=$(date +%s)
 for lr in 2e-4 4e-4; do
