@@ -2156,9 +2156,9 @@ GLANCE = [  # (try, section, the trained runs, their step[, their base's runs])
 
 
 def glance_row(runs, step, base_runs=None):
-    """Base and trained success (mean of seeds 0 and 1) and each seed's rise; the
-    base's evaluation is stored with ``base_runs``, by default the runs' own.
-    ``step`` is both seeds' step, or a pair with each seed's."""
+    """Base and trained success (mean of seeds 0 and 1), each seed's rise and the
+    base's room; the base's evaluation is stored with ``base_runs``, by default
+    the runs' own. ``step`` is both seeds' step, or a pair with each seed's."""
     base_runs, row = base_runs or runs, {}
     steps = step if isinstance(step, tuple) else (step, step)
     for mode in ("sampled", "greedy"):
