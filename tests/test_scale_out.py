@@ -18,6 +18,7 @@ import importlib.util
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -202,9 +203,17 @@ def test_two_process_accelerate_run(tmp_path):
     cmd = [sys.executable, "-m", "accelerate.commands.launch",
            "--config_file", str(CONFIGS / "cpu_2proc.yaml"), str(SCRIPT),
            "--config", str(BOOK_CONFIG), "--smoke", "--set", f"output_dir={tmp_path}"]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    # its own process group, so that a hung run is stopped with both ranks, not
+    # only the launcher (orphaned ranks would slow every later test)
+    run = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        log, _ = run.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        log, _ = run.communicate()
+        pytest.fail("the 2-process run did not end within 300 s:\n" + log[-4000:])
+    assert run.returncode == 0, log[-4000:]
     s = json.loads((tmp_path / "multiprocess_summary.json").read_text())
     assert s["num_processes"] == s["world_size"] == 2
     assert (s["distributed_type"], s["backend"]) == ("MULTI_CPU", "gloo")
