@@ -149,7 +149,6 @@ def check_reachable(fn) -> bool:
     return True
 
 
-
 # ------------------------------------------------------- 17.4 a base's room
 def reference_room(answers) -> float:
     """Points between the share of problems that one of a model's samples solves and
