@@ -12,7 +12,8 @@ with about 25 calls per layer:
   ``addmm`` with the bias), gate and up into one, and each residual added inside the
   projection that produces it (``addmm(x, a, W)`` is :math:`x + aW`); on a CPU in
   float32 each matrix is copied once per rollout into oneDNN's blocked layout for the
-  rollout's row count (:func:`pack_for_rows`), which small products need to run fast;
+  rollout's row count (:func:`pack_for_rows`) where that makes its product faster on
+  the machine at hand (:func:`grpo_lib.packing.packing_pays` measures it);
 - **the attention scale folded into the query weights**: RoPE is a rotation, linear,
   so :math:`\mathrm{RoPE}(q/\sqrt d)\cdot k = (\mathrm{RoPE}(q)\cdot k)/\sqrt d`;
 - **RoPE from a table** computed once per rollout, with ``rotate_half`` folded into
@@ -42,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .packing import pack_for_rows, pack_if_it_pays, packed_product
 from .qwen2 import Qwen2, StaticKVCache, rope_cos_sin
 from .sampling import Rollout, generate, next_token, top_p_filter
 
@@ -50,21 +52,6 @@ __all__ = ["pack_for_rows", "Projection", "FusedLayer", "fuse_weights",
            "inverse_cdf_token", "decode_step", "write_column", "prefill_once",
            "FAST_SAMPLERS", "DecodeStart", "start_decode", "decode_fast",
            "generate_fast"]
-
-
-def pack_for_rows(weight: Tensor, rows: int) -> Tensor | None:
-    """oneDNN's blocked copy of ``weight`` ``[K, N]`` for products with ``rows`` rows,
-    or None where it does not apply (a GPU, a dtype other than float32, a torch
-    without oneDNN). This is the weight prepacking ``torch.compile`` does on a CPU;
-    at the decode step's shapes it makes the products faster (``benchmarks/README.md``)
-    with float32 results equal to ``torch.addmm``'s to round-off."""
-    if (weight.device.type != "cpu" or weight.dtype != torch.float32
-            or not torch.backends.mkldnn.is_available()):
-        return None
-    try:
-        return torch.ops.mkldnn._reorder_linear_weight(weight.t().contiguous(), rows)
-    except (AttributeError, RuntimeError):  # a torch built without the op
-        return None
 
 
 @dataclass
@@ -78,8 +65,7 @@ class Projection:
 
     def __call__(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
         if self.packed is not None:
-            y = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none",
-                                                   [], "")  # [B, N]
+            y = packed_product(x, self.packed, self.bias)  # [B, N]
             return y if residual is None else y + residual
         add = self.bias if residual is None else (
             residual if self.bias is None else residual + self.bias)
@@ -100,13 +86,13 @@ class FusedLayer:
 
 def fuse_weights(model: Qwen2, rows: int | None = None) -> list[FusedLayer]:
     """Copy each layer's weights of ``model`` into the :class:`FusedLayer` layout (for
-    ``rows`` rows a step, packed by :func:`pack_for_rows` where it applies)."""
+    ``rows`` rows a step, packed by :func:`pack_for_rows` where that pays here)."""
     s = model.settings
     scale, d = s.head_dim ** -0.5, s.head_dim
 
     def proj(weight, bias=None):  # weight [N, K] as nn.Linear stores it
         w = weight.t().contiguous()  # [K, N]
-        return Projection(w, bias, None if rows is None else pack_for_rows(w, rows))
+        return Projection(w, bias, None if rows is None else pack_if_it_pays(w, rows))
 
     layers = []
     with torch.no_grad():

@@ -8,12 +8,14 @@ A linear layer :math:`y = xW^\top + b` costs three products in a training step:
     \frac{\partial L}{\partial W} = g^\top x \qquad (g = \partial L / \partial y)
 
 On a CPU in float32, oneDNN multiplies by a weight copied once into its blocked
-layout (:func:`grpo_lib.fast_decode.pack_for_rows`) about twice as fast as
-``torch.matmul`` at this book's shapes (chapter 19 measures both). The first two
-products multiply by the weight, so :class:`PackedLinear` gives each a packed copy
-(:math:`W` and :math:`W^\top`); the third multiplies two activations and stays a
-plain product. The results equal :func:`torch.nn.functional.linear`'s and its
-gradients to float32 round-off (``tests/test_packed_linear.py``).
+layout (:func:`grpo_lib.packing.pack_for_rows`); on some CPUs that is faster than
+``torch.matmul`` at this book's shapes, on others slower (chapter 19 measures both;
+:func:`grpo_lib.packing.packing_pays` decides per shape on the machine at hand). The
+first two products multiply by the weight, so :class:`PackedLinear` gives each
+a packed copy (:math:`W` and :math:`W^\top`); the third multiplies two
+activations and stays a plain product. The results equal
+:func:`torch.nn.functional.linear`'s and its gradients to float32 round-off
+(``tests/test_packed_linear.py``).
 
 A packed copy is right only while its weight is unchanged, and the optimizer changes
 the weights in place after every step (so can a reader's ``p.data.mul_(0)``, which no
@@ -28,7 +30,7 @@ import torch
 from torch import Tensor
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .fast_decode import pack_for_rows
+from .packing import pack_for_rows, packed_product, packing_pays
 
 __all__ = ["PackCache", "PackedLinear", "linear", "PACKS"]
 
@@ -37,7 +39,8 @@ class PackCache:
     """Packed copies of weights ``[N, K]`` (as ``nn.Linear`` stores them): ``(W
     packed, W^T packed)``, made at first use and again whenever the weight has
     changed. Holds at most ``max_bytes`` of copies (three per weight); beyond that,
-    and wherever packing does not apply (a GPU, bfloat16, a torch without oneDNN),
+    wherever packing does not apply (a GPU, bfloat16, a torch without oneDNN) and
+    where it does not pay on this machine (:func:`grpo_lib.packing.packing_pays`),
     :meth:`get` returns None and the caller takes the plain product."""
 
     def __init__(self, max_bytes: int = 256 * 2**20):
@@ -50,6 +53,9 @@ class PackCache:
                    for copy, _, _ in self.entries.values())
 
     def get(self, weight: Tensor, rows: int) -> tuple[Tensor, Tensor] | None:
+        N, K = weight.shape
+        if not (packing_pays(rows, K, N) and packing_pays(rows, N, K)):
+            return None  # x W^T or g W is as fast plain here
         entry = self.entries.get(weight)
         if entry is not None and torch.equal(entry[0], weight):
             return entry[1], entry[2]
@@ -71,11 +77,6 @@ PACKS = PackCache()
 """The cache :func:`linear` uses."""
 
 
-def _packed_product(x: Tensor, packed: Tensor) -> Tensor:
-    """``x @ M`` for ``x`` ``[T, K]`` and ``M`` packed by :func:`pack_for_rows`."""
-    return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
-
-
 class PackedLinear(torch.autograd.Function):
     """:math:`xW^\\top + b` whose forward and input-gradient products use packed
     copies of :math:`W`; the weight's gradient :math:`g^\\top x` is a plain product."""
@@ -85,7 +86,7 @@ class PackedLinear(torch.autograd.Function):
                 packed: Tensor, packed_t: Tensor) -> Tensor:
         ctx.save_for_backward(x)
         ctx.packed_t, ctx.has_bias = packed_t, bias is not None
-        y = _packed_product(x.reshape(-1, x.shape[-1]), packed)  # [T, N]
+        y = packed_product(x.reshape(-1, x.shape[-1]), packed)  # [T, N]
         if bias is not None:
             y = y + bias
         return y.view(*x.shape[:-1], -1)
@@ -96,7 +97,7 @@ class PackedLinear(torch.autograd.Function):
         g2 = g.reshape(-1, g.shape[-1])  # [T, N]
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_x = _packed_product(g2.contiguous(), ctx.packed_t).view(x.shape)
+            grad_x = packed_product(g2.contiguous(), ctx.packed_t).view(x.shape)
         if ctx.needs_input_grad[1]:
             grad_w = g2.t() @ x.reshape(-1, x.shape[-1])  # [N, K]
         if ctx.has_bias and ctx.needs_input_grad[2]:

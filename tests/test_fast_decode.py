@@ -28,6 +28,7 @@ from grpo_lib.fast_decode import (Projection, decode_fast, decode_step, fuse_wei
                                   rotate_half_matrix, sample_inverse_cdf,
                                   sample_race, sampling_probs)
 from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_model
+from grpo_lib.packing import packing, packing_applies
 from grpo_lib.qwen2 import Qwen2, StaticKVCache, load_qwen2, rope_cos_sin, rotate_half
 from grpo_lib.sampling import generate, resolve_stop_token_ids, tokenize_prompts
 from grpo_lib.tasks import load_task_split
@@ -35,6 +36,7 @@ from grpo_lib.trainer import GRPOConfig, GRPOTrainer
 from trainer_fixtures import ROWS, digit_share
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKABLE = packing_applies(torch.zeros(1))  # float32 on a CPU with oneDNN
 CHECKPOINTS = {"tiny": ROOT / "data/models/tiny-qwen2-base",
                "small": ROOT / "data/models/small-qwen2-base"}
 
@@ -87,7 +89,10 @@ def test_decode_steps_give_the_full_forward_logits(name, packed, prompts):
         expected = model(full_ids, full_mask, positions)[:, P:]  # [B, extra, V]
         cache = StaticKVCache(s, B, width)
         model(ids, mask, positions[:, :P], cache=cache)
-        layers = fuse_weights(model, rows=B if packed else None)
+        with packing("always"):  # the packed path, whether or not it pays here
+            layers = fuse_weights(model, rows=B if packed else None)
+        if packed and PACKABLE:
+            assert all(w.qkv.packed is not None for w in layers)
         cos, sin = rope_cos_sin(positions, s.head_dim, s.rope_theta, torch.float32)
         bias = torch.full((B, width), torch.finfo(torch.float32).min)
         bias[:, :P].masked_fill_(mask.bool(), 0.0)

@@ -6,10 +6,19 @@ import torch.nn.functional as F
 from grpo_lib.fast_decode import pack_for_rows
 from grpo_lib.models import build_tokenizer, random_model
 from grpo_lib.packed_linear import PACKS, PackCache, linear
+from grpo_lib.packing import packing
 from grpo_lib.shared_prompt import group_logprobs
 
 PACKING = pack_for_rows(torch.randn(4, 4), 4) is not None
 needs_packing = pytest.mark.skipif(not PACKING, reason="this torch has no oneDNN")
+
+
+@pytest.fixture(autouse=True)
+def always_pack():
+    """These tests check the packed path itself, so it is taken on every machine,
+    not only where packing_pays measures it faster."""
+    with packing("always"):
+        yield
 
 
 def value_and_grads(fn, x, weight, bias):
@@ -145,3 +154,16 @@ def test_group_logprobs_calls_a_layer_that_is_not_a_plain_linear():
         packed, plain = (group_logprobs(model, p_ids, masks[0], c_ids, masks[1],
                                         packed=flag) for flag in (True, False))
     torch.testing.assert_close(packed, plain, rtol=1e-5, atol=1e-5)
+
+
+def test_where_packing_does_not_pay_the_cache_packs_nothing():
+    """With packing off (as packing_pays decides where it measures no gain), linear
+    is the plain product and nothing is packed."""
+    g = torch.Generator().manual_seed(6)
+    x, weight = torch.randn(5, 8, generator=g), torch.randn(4, 8, generator=g)
+    before = PACKS.packed_count
+    with packing("never"):
+        got = linear(x, weight)
+        assert PACKS.get(weight, rows=5) is None
+    assert PACKS.packed_count == before
+    assert torch.equal(got, F.linear(x, weight))

@@ -1,0 +1,138 @@
+r"""Products by a weight through oneDNN's packed copies, where the machine rewards it.
+
+oneDNN, which PyTorch ships on CPUs, can copy a weight ``W`` ``[K, N]`` once into a
+blocked layout for products with a given number of rows, and then multiply by it
+(:func:`pack_for_rows`). This is the weight prepacking ``torch.compile`` does on a
+CPU. Whether it is faster than ``torch.mm`` depends on the CPU: on the AMD EPYC VMs of
+``benchmarks/README.md`` a decode step's 64-row products ran 1.0-3.3 times as fast
+packed, on an Intel Xeon VM 0.6-0.9 times (slower). So the library measures it, the
+way ``torch.backends.cudnn.benchmark`` picks a convolution algorithm: once per shape
+and thread count in a process, :func:`packing_pays` times both products and packs only
+where the packed one wins by :data:`PACKING_MARGIN`.
+
+The choice changes round-off, never results: both products compute :math:`xW` in
+float32 (``tests/test_fast_decode.py``, ``tests/test_packed_linear.py``). A run that
+must repeat itself bit for bit across processes fixes the choice with the environment
+variable ``GRPO_LIB_PACKING`` (``auto``, the default; ``always``; ``never``) or with
+:func:`packing`.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import time
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor
+
+__all__ = ["pack_for_rows", "packing_applies", "pack_if_it_pays", "packed_product",
+           "PACKING_MODES", "PACKING_MARGIN", "packing_mode", "packing", "packing_pays",
+           "product_seconds"]
+
+PACKING_MODES = ("auto", "always", "never")
+PACKING_MARGIN = 0.9  # packed must take < 0.9 x the plain product's time to be used
+
+
+def _mode_from_environment() -> str:
+    mode = os.environ.get("GRPO_LIB_PACKING", "auto").strip().lower() or "auto"
+    if mode not in PACKING_MODES:
+        raise ValueError(f"GRPO_LIB_PACKING={mode!r}; set it to one of "
+                         f"{PACKING_MODES} (or leave it unset for 'auto').")
+    return mode
+
+
+_MODE = _mode_from_environment()
+
+
+def pack_for_rows(weight: Tensor, rows: int) -> Tensor | None:
+    """oneDNN's blocked copy of ``weight`` ``[K, N]`` for products with ``rows`` rows,
+    or None where it does not apply (a GPU, a dtype other than float32, a torch
+    without oneDNN). Products by it (:func:`packed_product`) equal ``torch.mm``'s to
+    float32 round-off. Packs whatever the mode; :func:`packing_pays` says whether to."""
+    if not packing_applies(weight):
+        return None
+    try:
+        return torch.ops.mkldnn._reorder_linear_weight(weight.t().contiguous(), rows)
+    except (AttributeError, RuntimeError):  # a torch built without the op
+        return None
+
+
+def packing_applies(weight: Tensor) -> bool:
+    """Whether oneDNN can pack ``weight``: float32, on a CPU, in a torch with oneDNN."""
+    return (weight.device.type == "cpu" and weight.dtype == torch.float32
+            and torch.backends.mkldnn.is_available())
+
+
+def pack_if_it_pays(weight: Tensor, rows: int) -> Tensor | None:
+    """:func:`pack_for_rows`' copy of ``weight`` ``[K, N]`` where packing applies and
+    :func:`packing_pays` for ``[rows, K] x [K, N]`` products; else None."""
+    if not packing_applies(weight) or not packing_pays(rows, *weight.shape):
+        return None
+    return pack_for_rows(weight, rows)
+
+
+def packed_product(x: Tensor, packed: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ W + bias`` for ``x`` ``[T, K]`` and ``W`` packed by
+    :func:`pack_for_rows`. Returns ``[T, N]``."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+def packing_mode() -> str:
+    """The current mode: ``"auto"`` (measure), ``"always"`` or ``"never"``."""
+    return _MODE
+
+
+@contextmanager
+def packing(mode: str):
+    """Within the block, pack ``"always"``, ``"never"`` or where it pays
+    (``"auto"``): ``with packing("never"): ...``."""
+    global _MODE
+    if mode not in PACKING_MODES:
+        raise ValueError(f"packing mode {mode!r}; choose one of {PACKING_MODES}.")
+    before, _MODE = _MODE, mode
+    try:
+        yield
+    finally:
+        _MODE = before
+
+
+def product_seconds(fn, rounds: int = 5, calls: int = 3) -> float:
+    """The fastest of ``rounds`` timings of ``calls`` calls of ``fn``, per call."""
+    fn()  # warm-up
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+def packing_pays(rows: int, k: int, n: int) -> bool:
+    """Whether products ``[rows, K] x [K, N]`` should multiply by a packed weight
+    here: in ``"auto"`` mode, when :func:`_packed_is_faster` measured it so on this
+    machine (rows rounded up to a power of two, for the current thread count)."""
+    if _MODE != "auto":
+        return _MODE == "always"
+    bucket = 1 << max(0, int(rows) - 1).bit_length()  # 64 -> 64, 1392 -> 2048
+    return _packed_is_faster(bucket, int(k), int(n), torch.get_num_threads())
+
+
+@functools.lru_cache(maxsize=None)
+def _packed_is_faster(rows: int, k: int, n: int, threads: int) -> bool:
+    """Time ``[rows, K] x [K, N]`` packed and plain on random numbers, alternating;
+    True when the packed product takes less than :data:`PACKING_MARGIN` of the plain
+    one's time. Measured once per process and shape (a few ms to tens of ms)."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, k, generator=gen)
+    w = torch.randn(k, n, generator=gen)
+    packed = pack_for_rows(w, rows)
+    if packed is None:
+        return False
+    with torch.no_grad():
+        plain_s, packed_s = float("inf"), float("inf")
+        for _ in range(2):  # alternate, so a change of machine load hits both
+            plain_s = min(plain_s, product_seconds(lambda: torch.mm(x, w)))
+            packed_s = min(packed_s, product_seconds(lambda: packed_product(x, packed)))
+    return packed_s < PACKING_MARGIN * plain_s
