@@ -43,6 +43,7 @@ from grpo_lib.models import (  # noqa: E402
     random_model,
     stop_token_ids,
 )
+from grpo_lib.packing import PACKING_MODES, packing, packing_mode  # noqa: E402
 from grpo_lib.sampling import generate, tokenize_prompts  # noqa: E402
 from grpo_lib.speed import (SHAPES, append_row, decode_read_bytes,  # noqa: E402
                             memory_bandwidth, shape_model)
@@ -148,10 +149,20 @@ def main(argv=None) -> dict:
                    help="the sampler: grpo_lib.fast_decode's step (default), "
                         "grpo_lib.qwen2 + static cache, or the transformers model "
                         "with a DynamicCache")
+    p.add_argument("--packing", default=None, choices=PACKING_MODES,
+                   help="fast engine on a CPU in float32: oneDNN-packed weights where "
+                        "that measures faster here (auto), always or never (default: "
+                        "$GRPO_LIB_PACKING, else auto)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    args.packing = args.packing or packing_mode()
+    with packing(args.packing):
+        return measure(args)
 
+
+def measure(args) -> dict:
+    """Time both samplers as ``main``'s ``args`` say; print and return the row."""
     model, tok, name = load(args)
     prompts = [chat_prompt(pr.question) for pr in make_problems(args.prompts, seed=123)]
     rows = args.prompts * args.G
@@ -176,6 +187,7 @@ def main(argv=None) -> dict:
         "mode": "greedy" if args.greedy else "sample",
         "engine": args.engine,
         "sampler": args.sampler if args.engine == "fast" else "",
+        "packing": args.packing if args.engine == "fast" else "",
         "sampler_s": round(med_ours, 4),
         "generate_s": round(med_hf, 4),
         "sampler_tok_s": round(tokens / med_ours, 1),
@@ -196,7 +208,8 @@ def main(argv=None) -> dict:
     print(f"{'':<22}{'seconds':>10}{'tokens/s':>12}")
     print(f"sampler engine: {args.engine}"
           + (f", {args.sampler} draw" if args.engine == "fast" else "")
-          + (", CUDA graph" if result["cuda_graph"] else ""))
+          + (", CUDA graph" if result["cuda_graph"] else "")
+          + (f", packed weights: {args.packing}" if args.engine == "fast" else ""))
     if args.device.startswith("cuda"):  # decoding is bound by reading memory there
         pad = tok.pad_token_id
         prompt_len = tokenize_prompts(tok, prompts, pad)[1].shape[1]

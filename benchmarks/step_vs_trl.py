@@ -22,7 +22,10 @@ decode step over the policy's own weights; ``scratch``: the from-scratch Qwen2 o
 draw a CUDA graph replays). In the update ours computes each group's prompt
 once (``--share-prompt``, on by default; ``--no-share-prompt`` computes it G times, as
 TRL does): the same log-probs and gradients, (G-1)P/(G(P+C)) less work in the layers.
-``--dtype bfloat16`` casts the model for ours and gives TRL ``bf16=True``.
+``--dtype bfloat16`` casts the model for ours and gives TRL ``bf16=True``. On a CPU in
+float32 ours multiplies by oneDNN-packed weights where :mod:`grpo_lib.packing`
+measures that faster on the machine (``--packing auto``, the default; ``always``;
+``never``).
 
 The *floor* printed beside the measurements is the step's matrix-multiply FLOPs
 (rollout: prefill + one token per row per decode step; update: forward + backward = 3
@@ -54,6 +57,7 @@ from pathlib import Path
 import torch
 
 from grpo_lib.fast_decode import FAST_SAMPLERS
+from grpo_lib.packing import PACKING_MODES, packing, packing_mode
 from grpo_lib.speed import (SHAPES, append_row, machine_description, matmul_peak,
                             shape_model, step_flops)
 
@@ -228,6 +232,10 @@ def main(argv=None):
     parser.add_argument("--csv", default=None, help="append the result row here")
     parser.add_argument("--skip-trl", action="store_true", dest="skip_trl",
                         help="measure ours only (no ratio)")
+    parser.add_argument("--packing", default=None, choices=PACKING_MODES,
+                        help="ours on a CPU in float32: multiply by oneDNN-packed "
+                             "weights where that measures faster here (auto), always "
+                             "or never (default: $GRPO_LIB_PACKING, else auto)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -262,7 +270,8 @@ def main(argv=None):
         del results["TRL 1.16"], runners["TRL 1.16"]
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    with tempfile.TemporaryDirectory() as tmp:
+    args.packing = args.packing or packing_mode()
+    with tempfile.TemporaryDirectory() as tmp, packing(args.packing):
         for repeat in range(args.repeats):  # alternate, so background load hits both
             for label, fn in runners.items():
                 torch.manual_seed(0)
@@ -283,7 +292,8 @@ def main(argv=None):
     print(f"model: {name} ({params / 1e6:.2f}M params, {args.dtype}) | device: "
           f"{machine['device']} | ours rolls out with: {args.engine}"
           + (f" ({args.sampler} draw)" if args.engine == "fast" else "")
-          + f", prompt once per group in the update: {args.share_prompt}")
+          + f", prompt once per group in the update: {args.share_prompt}"
+          + f", packed weights: {args.packing}")
     print(f"machine: {machine['machine']}, {machine['cores']} cores, torch "
           f"{torch.__version__} ({machine['cpu_capability']}), "
           f"{machine['threads']} threads, bf16 hardware: {machine['bf16_hardware']}")
@@ -341,6 +351,7 @@ def main(argv=None):
             "peak_gflops": round(peak / 1e9, 1), "floor_s": round(floor, 4),
             "ours_over_floor": round(s0 / floor, 2), "torch": torch.__version__,
             "sampler": args.sampler if args.engine == "fast" else "multinomial",
+            "packing": args.packing,
             "cuda_graph": (args.engine == "fast" and device == "cuda"
                            and args.sampler == "inverse_cdf"),
             "peak_gpu_gib": "" if peak_gib is None else round(peak_gib, 2),

@@ -68,6 +68,7 @@ from grpo_lib.fast_decode import (Projection, decode_fast, decode_step, fuse_wei
 from grpo_lib.graph_decode import decode_graphed, graph_step
 from grpo_lib.logprobs import sequence_logprobs
 from grpo_lib.losses import sampling_importance_weights
+from grpo_lib.packing import packing, packing_pays
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.profiles import profile
 from grpo_lib.qwen2 import (Qwen2, StaticKVCache, decode_static, rope_cos_sin,
@@ -559,11 +560,11 @@ say(f"Here the step went from {first['step (s)']:.3f} s with the `transformers` 
 # at the rate of a 1024 × 1024 matmul. The matrices of a decode step are far smaller,
 # and small products run slower. A matrix library can claw some of it back when it
 # knows the shapes in advance: oneDNN, which PyTorch ships on CPUs, copies a weight
-# into a blocked layout for a given number of rows once, and then multiplies by it
-# faster. `torch.compile` does that to a CPU model's weights; the fast step does it
-# by hand, once per rollout (`pack_for_rows`), because the weights change after
-# every update. The rate of each product, and of the decode step's largest one with
-# its weight packed:
+# into a blocked layout for a given number of rows once, and then multiplies by it,
+# on many CPUs faster. `torch.compile` does that to a CPU model's weights; the fast
+# step does it by hand, once per rollout (`pack_for_rows`), because the weights
+# change after every update. The rate of each product, and of the decode step's
+# largest one with its weight packed:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -591,6 +592,10 @@ rates.to_frame()
 share = rates / rates.iloc[-1]
 packed_ok = pack_for_rows(torch.randn(D, 2 * F_), 64) is not None
 decode_pct = sorted({round(100 * v) for v in share.iloc[:2]})  # one value if equal
+qkv_width = (2 * s.num_attention_heads + 3 * s.num_key_value_heads) * s.head_dim
+decode_shapes = {"q, k, v": (D, qkv_width), "o": (D, D), "gate/up": (D, 2 * F_),
+                 "down": (F_, D)}  # the fast step's products, [K, N]
+chosen = [name for name, (k, n) in decode_shapes.items() if packing_pays(64, k, n)]
 say(f"The update's products run at {share.iloc[2]:.0%} of the peak, a decode step's at "
     f"{'-'.join(f'{p}%' for p in decode_pct)}. "
     + (f"Packed, the gate/up product runs at {rates.iloc[3]:.0f} GFLOP/s, "
@@ -599,7 +604,12 @@ say(f"The update's products run at {share.iloc[2]:.0%} of the peak, a decode ste
           "this CPU that product is not the fastest PyTorch can multiply, and the "
           "float32 floor above is one for `torch.matmul`, not for the machine"
           if share.iloc[3] > 1 else "")
-       + ". The fast step packs every matrix of a float32 rollout on a CPU."
+       + ". Whether packing pays depends on the CPU, so the fast step packs a matrix "
+       "only where `packing_pays` measured the packed product at least 10% faster on "
+       "this machine (once per shape, in each process)"
+       + (": here it packs " + (", ".join(chosen) if chosen else "none")
+          + f" of the decode step's {len(decode_shapes)} products."
+          if hf.device.type == "cpu" else "; on a GPU it packs nothing.")
        if packed_ok else "This torch has no oneDNN, so nothing is packed here."))
 
 # %% [markdown]
@@ -609,8 +619,9 @@ say(f"The update's products run at {share.iloc[2]:.0%} of the peak, a decode ste
 # `grpo_lib.packed_linear.linear` gives both products packed copies of $W$. The
 # optimizer changes the weights in place after every step, so it keeps a plain copy
 # beside the packed ones and packs a weight again whenever the two differ.
-# `group_logprobs` uses it by default (`packed=True`). One micro-batch of the update
-# above, forward and backward, each way:
+# `group_logprobs` uses it by default (`packed=True`) for the weights where both
+# products pay. One micro-batch of the update above, forward and backward, with every
+# weight packed and with none:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -626,18 +637,29 @@ def update_ms(packed):
     return 1e3 * min(once() for _ in range(5))
 
 
-packed_update = pd.Series({"plain products": update_ms(False),
-                           "packed weights": update_ms(True)},
-                          name="forward + backward (ms)")
+with packing("always"):
+    packed_update = pd.Series({"plain products": update_ms(False),
+                               "packed weights": update_ms(True)},
+                              name="forward + backward (ms)")
 packed_update.to_frame()
 
 # %%
+update_rows = gp_mask.numel() + c_mask.numel()  # the micro-batch's tokens
+update_shapes = {name: tuple(lin.weight.shape[::-1]) for name, lin in
+                 hf.model.layers[0].named_modules()
+                 if isinstance(lin, torch.nn.Linear)}  # [K, N] each
+paying = [name.split(".")[-1] for name, (k, n) in update_shapes.items()
+          if packing_pays(update_rows, k, n) and packing_pays(update_rows, n, k)]
 say(f"With the weights packed the micro-batch takes "
     f"{packed_update['packed weights']:.1f} ms against "
     f"{packed_update['plain products']:.1f} ms, "
     f"{packed_update['plain products'] / packed_update['packed weights']:.2f} times "
-    "faster" + ("." if packed_ok and hf.device.type == "cpu" else
-                ": the same path, as packing applies to float32 on a CPU only."))
+    "as fast" + (f". Measured one product at a time, packing pays here for "
+                 f"{', '.join(paying) if paying else 'none'} of a layer's "
+                 f"{len(update_shapes)} weights, and the trainer packs "
+                 + ("those." if paying else "nothing.")
+                 if packed_ok and hf.device.type == "cpu" else
+                 ": the same path, as packing applies to float32 on a CPU only."))
 
 # %% [markdown]
 # Each decode step also reads the whole key/value cache of every layer, a cost that
@@ -1423,9 +1445,11 @@ say(f"The fast rollout cut the steps' time from "
 # - A group's $G$ completions share their prompt. Computing it once is exact, in the
 #   prefill and in the update.
 # - The same product can run at very different rates depending on the library behind
-#   it and the layout of its weight. Measure the products of your own shapes: here
-#   oneDNN with packed weights beat `torch.matmul`, and in bfloat16 the formula's
-#   attention beat the fused kernel in the backward pass.
+#   it, the layout of its weight and the CPU. Measure the products of your own shapes
+#   on your own machine: oneDNN with packed weights beat `torch.matmul` on the AMD
+#   VMs of `benchmarks/README.md` and lost to it on an Intel one, so the library
+#   measures before it packs; in bfloat16 the formula's attention beat the fused
+#   kernel in the backward pass.
 # - A sampler and a trainer never compute exactly the same log-probs. Measure the gap
 #   before correcting for it: here the importance weights that TRL applies for it
 #   stay within a few percent of 1, even with a bfloat16 sampler.
