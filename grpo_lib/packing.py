@@ -11,24 +11,31 @@ and thread count in a process, :func:`packing_pays` times both products and pack
 where the packed one wins by :data:`PACKING_MARGIN`.
 
 The choice changes round-off, never results: both products compute :math:`xW` in
-float32 (``tests/test_fast_decode.py``, ``tests/test_packed_linear.py``). A run that
-must repeat itself bit for bit across processes fixes the choice with the environment
-variable ``GRPO_LIB_PACKING`` (``auto``, the default; ``always``; ``never``) or with
-:func:`packing`.
+float32 (``tests/test_fast_decode.py``, ``tests/test_packed_linear.py``). So that a
+seeded run repeats itself on the same machine, the first measurement of each shape is
+kept in a small JSON file (:func:`decisions_file`: ``$GRPO_LIB_CACHE/packing.json``,
+by default ``~/.cache/grpo_lib``), keyed by the CPU, the torch version and the thread
+count, and later processes read it instead of timing again. The environment variable
+``GRPO_LIB_PACKING`` (``auto``, the default; ``always``; ``never``) or :func:`packing`
+fixes the choice instead.
 """
 from __future__ import annotations
 
 import functools
+import json
 import os
+import platform
+import tempfile
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
 __all__ = ["pack_for_rows", "packing_applies", "pack_if_it_pays", "packed_product",
            "PACKING_MODES", "PACKING_MARGIN", "packing_mode", "packing", "packing_pays",
-           "product_seconds"]
+           "product_seconds", "decisions_file"]
 
 PACKING_MODES = ("auto", "always", "never")
 PACKING_MARGIN = 0.9  # packed must take < 0.9 x the plain product's time to be used
@@ -119,11 +126,73 @@ def packing_pays(rows: int, k: int, n: int) -> bool:
     return _packed_is_faster(bucket, int(k), int(n), torch.get_num_threads())
 
 
+def decisions_file() -> Path:
+    """Where measured decisions are kept: ``$GRPO_LIB_CACHE/packing.json``, by
+    default ``~/.cache/grpo_lib/packing.json``."""
+    folder = os.environ.get("GRPO_LIB_CACHE")
+    if not folder:
+        try:
+            folder = Path.home() / ".cache" / "grpo_lib"
+        except (RuntimeError, KeyError):  # no home folder: the system's temporary one
+            folder = Path(tempfile.gettempdir()) / "grpo_lib"
+    return Path(folder) / "packing.json"
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _load_decisions() -> dict:
+    try:
+        decisions = json.loads(decisions_file().read_text())
+        return decisions if isinstance(decisions, dict) else {}
+    except (OSError, ValueError):  # no file yet, or a damaged one: measure again
+        return {}
+
+
+def _save_decision(key: str, pays: bool) -> None:
+    """Add one decision to the file (written whole to a temporary file, then renamed,
+    so a reader never sees half a file); a folder that cannot be written is skipped:
+    the decision then holds for this process only."""
+    path, temporary = decisions_file(), None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        decisions = _load_decisions()
+        decisions[key] = pays
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False,
+                                         suffix=".tmp") as fh:
+            temporary = fh.name
+            json.dump(decisions, fh, indent=1, sort_keys=True)
+        os.replace(temporary, path)
+    except OSError:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
+
+
 @functools.lru_cache(maxsize=None)
 def _packed_is_faster(rows: int, k: int, n: int, threads: int) -> bool:
+    """Whether ``[rows, K] x [K, N]`` runs faster packed on this machine: read from
+    :func:`decisions_file` when an earlier process measured it, else measured now
+    (:func:`_measure`, a few ms to tens of ms) and written there."""
+    key = (f"{_cpu_name()} | torch {torch.__version__} | {threads} threads | "
+           f"{rows}x{k}x{n}")
+    decision = _load_decisions().get(key)
+    if not isinstance(decision, bool):
+        decision = _measure(rows, k, n)
+        _save_decision(key, decision)
+    return decision
+
+
+def _measure(rows: int, k: int, n: int) -> bool:
     """Time ``[rows, K] x [K, N]`` packed and plain on random numbers, alternating;
     True when the packed product takes less than :data:`PACKING_MARGIN` of the plain
-    one's time. Measured once per process and shape (a few ms to tens of ms)."""
+    one's time."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(rows, k, generator=gen)
     w = torch.randn(k, n, generator=gen)

@@ -1,4 +1,5 @@
 """grpo_lib.packing: packed products where they pay, the mode that overrides it."""
+import json
 import subprocess
 import sys
 
@@ -38,6 +39,15 @@ def test_the_environment_sets_the_mode_and_a_bad_value_is_refused():
     assert bad.returncode != 0 and "GRPO_LIB_PACKING='yes'" in bad.stderr
 
 
+@pytest.fixture(autouse=True)
+def own_decisions_file(tmp_path, monkeypatch):
+    """Each test keeps its measured decisions in its own folder, not the reader's."""
+    monkeypatch.setenv("GRPO_LIB_CACHE", str(tmp_path))
+    pk._packed_is_faster.cache_clear()
+    yield
+    pk._packed_is_faster.cache_clear()
+
+
 @pytest.mark.skipif(not PACKABLE, reason="this torch has no oneDNN")
 def test_auto_measures_once_per_shape_and_returns_a_decision():
     with packing("auto"):
@@ -66,3 +76,37 @@ def test_a_packed_product_is_the_plain_one():
     assert packed is not None
     torch.testing.assert_close(packed_product(x, packed, bias), x @ weight + bias,
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not PACKABLE, reason="this torch has no oneDNN")
+def test_a_decision_is_kept_for_the_next_process(monkeypatch):
+    """The first measurement is written to the decisions file; a later process (here:
+    the same one with its memory cleared) reads it instead of timing again, so a
+    seeded run repeats itself on the same machine."""
+    with packing("auto"):
+        first = packing_pays(64, 24, 16)
+    stored = json.loads(pk.decisions_file().read_text())
+    (key, value), = stored.items()
+    assert value is first and key.endswith("| 64x24x16")
+    stored[key] = not first  # as if an earlier process had measured the other way
+    pk.decisions_file().write_text(json.dumps(stored))
+    pk._packed_is_faster.cache_clear()
+    monkeypatch.setattr(pk, "_measure", lambda *shape: pytest.fail("timed again"))
+    with packing("auto"):
+        assert packing_pays(64, 24, 16) is (not first)
+
+
+def test_a_damaged_or_unwritable_decisions_file_costs_a_measurement_only(
+        tmp_path, monkeypatch):
+    pk.decisions_file().parent.mkdir(parents=True, exist_ok=True)
+    pk.decisions_file().write_text("{not json")
+    monkeypatch.setattr(pk, "_measure", lambda *shape: True)
+    with packing("auto"):
+        assert packing_pays(8, 4, 4) is True  # measured again, file rewritten
+    assert json.loads(pk.decisions_file().read_text())
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("GRPO_LIB_CACHE", str(blocker / "below_a_file"))
+    pk._packed_is_faster.cache_clear()
+    with packing("auto"):
+        assert packing_pays(8, 4, 4) is True  # nowhere to write: this process only
