@@ -606,7 +606,8 @@ say(f"The update's products run at {share.iloc[2]:.0%} of the peak, a decode ste
           if share.iloc[3] > 1 else "")
        + ". Whether packing pays depends on the CPU, so the fast step packs a matrix "
        "only where `packing_pays` measured the packed product at least 10% faster on "
-       "this machine (once per shape, in each process)"
+       "this machine (once per shape; a file, `grpo_lib.packing.decisions_file()`, "
+       "keeps the choice for later runs, so a seeded run repeats itself)"
        + (": here it packs " + (", ".join(chosen) if chosen else "none")
           + f" of the decode step's {len(decode_shapes)} products."
           if hf.device.type == "cpu" else "; on a GPU it packs nothing.")
