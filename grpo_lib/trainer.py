@@ -840,7 +840,7 @@ class GRPOTrainer(TrainingLoop):
         ``"fast"``: the same model, decoded by :func:`grpo_lib.fast_decode.decode_fast`,
         which copies the shared weights into its fused layout at every rollout.
         """
-        if self.config.rollout_engine == "transformers":
+        if _rollout_engine(self) == "transformers":  # the policy, or a misfit's
             return self.model, None
         from .fast_decode import decode_fast
         from .qwen2 import Qwen2, decode_static
@@ -849,7 +849,7 @@ class GRPOTrainer(TrainingLoop):
         if scratch is None or not _shares_weights(scratch, self.model):
             scratch = Qwen2.from_transformers(self.model, share_weights=True)
             self._scratch_model = scratch
-        if self.config.rollout_engine == "fast":
+        if _rollout_engine(self) == "fast":
             return scratch, functools.partial(decode_fast,
                                               sampler=self.config.rollout_sampler)
         return scratch, decode_static
@@ -1373,3 +1373,42 @@ def _reward_spec_name(spec) -> str:
         except ValueError:  # an unknown name: reported where the functions are built
             return str(spec.get("name"))
     return reward_name(spec)
+
+
+def fast_engine_misfit(model) -> str | None:
+    """Why :mod:`grpo_lib.qwen2`'s engines ("scratch", "fast") cannot decode ``model``
+    with the function it computes, or None when they can: a ``Qwen2ForCausalLM`` whose
+    projections are plain ``nn.Linear`` layers (an adapter or a quantised layer keeps
+    a forward of its own that the fused weights would skip)."""
+    from transformers import Qwen2ForCausalLM
+
+    if type(model) is not Qwen2ForCausalLM:
+        return f"a {type(model).__name__}, not a Qwen2ForCausalLM"
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and type(module) is not torch.nn.Linear:
+            return f"{name} is a {type(module).__name__}, not a plain nn.Linear"
+    return None
+
+
+def _rollout_engine(trainer) -> str:
+    """The engine ``trainer`` rolls out with: ``config.rollout_engine``, or
+    "transformers" (with one warning) where the from-scratch engines cannot decode
+    its policy (:func:`fast_engine_misfit`); decided at the first rollout."""
+    asked, model = trainer.config.rollout_engine, trainer.model
+    known = getattr(trainer, "_engine", None)  # (asked, the policy, the engine)
+    if known is not None and known[0] == asked and known[1] is model:
+        return known[2]
+    engine = asked
+    misfit = None if engine == "transformers" else fast_engine_misfit(model)
+    if misfit is not None:
+        if trainer.config.sampling_correction:
+            raise ValueError(f"sampling_correction needs rollout_engine='fast', which "
+                             f"cannot decode this policy: {misfit}.")
+        import warnings
+
+        warnings.warn(f"rollout_engine={engine!r} cannot decode this policy "
+                      f"({misfit}); it rolls out with rollout_engine='transformers' "
+                      f"instead.", stacklevel=3)
+        engine = "transformers"
+    trainer._engine = (asked, model, engine)
+    return engine

@@ -103,6 +103,40 @@ def test_rollout_engine_is_validated():
     assert GRPOConfig().rollout_engine == "transformers"  # off by default
 
 
+class Doubled(torch.nn.Linear):
+    """A layer with a forward of its own (as an adapter has)."""
+
+    def forward(self, x):
+        return 2 * super().forward(x)
+
+
+def test_a_policy_the_fast_engine_cannot_decode_rolls_out_with_transformers(
+        tmp_path, tokenizer):
+    model = random_model(tokenizer, size="micro", seed=0)
+    attn = model.model.layers[0].self_attn
+    doubled = Doubled(attn.q_proj.in_features, attn.q_proj.out_features)
+    doubled.load_state_dict(attn.q_proj.state_dict())
+    attn.q_proj = doubled
+    trainer = GRPOTrainer(model, tokenizer, [digit_share],
+                          _config(tmp_path, "fast", max_steps=1), ROWS)
+    with pytest.warns(UserWarning, match="q_proj is a Doubled, not a plain nn.Linear"):
+        assert trainer._rollout_model() == (model, None)  # the policy's own forward
+    trainer.train()  # one step through the policy, no second warning needed
+    assert trainer.step == 1
+    corrected = GRPOTrainer(model, tokenizer, [digit_share],
+                            _config(tmp_path / "c", "fast", sampling_correction=True),
+                            ROWS)
+    with pytest.raises(ValueError, match="sampling_correction needs"):
+        corrected._rollout_model()
+
+
+def test_a_plain_qwen2_policy_keeps_the_engine_it_asked_for(tmp_path, tokenizer):
+    model = random_model(tokenizer, size="micro", seed=0)
+    trainer = GRPOTrainer(model, tokenizer, [digit_share], _config(tmp_path, "fast"),
+                          ROWS)
+    assert isinstance(trainer._rollout_model()[0], Qwen2)
+
+
 def test_scratch_engine_gives_the_same_seeded_run(tmp_path, tokenizer):
     """Same seed, same samples, same losses, same final weights, bit for bit."""
     _, ref, w_ref = _run(tmp_path, tokenizer, "transformers")
