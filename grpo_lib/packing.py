@@ -7,7 +7,7 @@ CPU. Whether it is faster than ``torch.mm`` depends on the CPU: on the AMD EPYC 
 ``benchmarks/README.md`` a decode step's 64-row products ran 1.0-3.3 times as fast
 packed, on an Intel Xeon VM 0.6-0.9 times (slower). So the library measures it, the
 way ``torch.backends.cudnn.benchmark`` picks a convolution algorithm: once per shape
-and thread count in a process, :func:`packing_pays` times both products and packs only
+and thread count on a machine, :func:`packing_pays` times both products and packs only
 where the packed one wins by :data:`PACKING_MARGIN`.
 
 The choice changes round-off, never results: both products compute :math:`xW` in
