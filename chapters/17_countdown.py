@@ -19,38 +19,44 @@
 # given three or four numbers and a target, write an expression that uses each
 # number exactly once and reaches the target with `+ - * /`. A rule checks an
 # answer completely, so it is a clean RL task, and a model can also cheat it in
-# ways a careless checker pays for. This chapter runs it end to end:
+# ways a careless checker pays for. This chapter runs it end to end, in four parts.
+#
+# *The task and a model that can attempt it.*
 #
 # 1. **the task**: problems whose targets are provably reachable, from a solver;
 # 2. **scoring an answer**: the safe check, and why each wrong answer fails;
-# 3. **a base model that can try**: a designed corpus of search traces, with flaws;
+# 3. **a base model that can try**: a designed corpus of search traces, with flaws.
+#
+# *Getting GRPO to learn.*
+#
 # 4. **GRPO on the first base**: three committed runs that do not learn;
 # 5. **why**: the first base's own answers, read step by step;
 # 6. **a second corpus, and GRPO on it**: a base that computes and copies better,
 #    live, then two seeds: success rate, the format reward's share, response length;
 # 7. **a fourth try**: a KL anchor, a lower learning rate and only groups that
-#    teach; held-out success greedy and sampled, two seeds;
+#    teach; held-out success greedy and sampled, two seeds.
+#
+# *What sets the rise: corpora, budgets, rewards and model size.*
+#
 # 8. **how far the search could go**: the base's search run without a mistake, the
 #    trained policies' mistakes by problem size, and a longer token budget;
-# 9. **a base that aims**: two more corpora whose attempts aim at the target, two
-#    bases and two seeds each, and how much of the aim the models learn;
+# 9. **a base that aims**: two corpora whose attempts aim at the target, and how
+#    much of the aim the models learn;
 # 10. **aiming in writing**: a corpus that works out every operator of the last
-#    step, its base and two seeds on a CPU, a second round, one longer schedule on
-#    a GPU, larger groups and no KL anchor;
-# 11. **more tries in the budget**: the same search written in fewer tokens, a base
-#    that does worse for it, and a round of GRPO, two seeds;
-# 12. **a longer budget**: the spelled base's two rounds again with 384 new tokens,
-#    two seeds;
-# 13. **keeping the books**: a corpus that writes the numbers each step leaves,
-#    its base and a round of GRPO, two seeds;
-# 14. **a reward against repeats**: a penalty for an attempt worked out twice, beside
-#    the answer reward, in a round from the spelled base, two seeds;
+#     step, its base on a CPU, a second round, one longer schedule on a GPU, larger
+#     groups and no KL anchor;
+# 11. **more tries in the budget**: the same search written in fewer tokens;
+# 12. **a longer budget**: two rounds again with 384 new tokens;
+# 13. **keeping the books**: a corpus that writes the numbers each step leaves;
+# 14. **a reward against repeats**: a penalty for an attempt worked out twice;
 # 15. **learning from its own right answers**: two rounds of rejection-sampling
-#    fine-tuning from the spelled base, two seeds, beside GRPO's rounds;
-# 16. **a bigger model**: the spelled recipe on the book's small model, on a GPU,
-#    two seeds;
+#     fine-tuning, beside GRPO's rounds;
+# 16. **a bigger model**: the same recipe on the book's small model, on a GPU.
+#
+# *Taking stock.*
+#
 # 17. **every try at a glance**: each try's rise from its base in one table and one
-#    figure;
+#     figure, against the room its base leaves;
 # 18. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
