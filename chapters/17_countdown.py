@@ -2251,6 +2251,15 @@ say(f"Each try's sampled success after training minus its base's 1-of-4 success,
     f"{used[wide].min():.0%} to {used[wide].max():.0%} of it); the small model's "
     f"base: {small_row['room']:.1f}, of which its round used "
     f"{used[small_row.name]:.0%}.")
+tiny = glance.drop(small_row.name)
+best = tiny["after sampled"].idxmax()
+low = tiny[tiny["base sampled"] <= tiny.loc[best, "after sampled"] - 0.2]
+say(f"The tiny model's highest sampled success after any try is "
+    f"{tiny.loc[best, 'after sampled']:.3f} ({best}), so a rise of 20 points would "
+    f"need a base at or below {tiny.loc[best, 'after sampled'] - 0.2:.3f} that "
+    f"trains as far. The bases that start that low ("
+    + ", ".join(f"{name}: {r['base sampled']:.3f}" for name, r in low.iterrows())
+    + ") end at " + " and ".join(f"{v:.3f}" for v in low["after sampled"]) + ".")
 
 # %% [markdown]
 # No try went past its room. Two rounds from the spelled base came closest, within a
@@ -2259,7 +2268,9 @@ say(f"Each try's sampled success after training minus its base's 1-of-4 success,
 # model a rise of 20 points would need a policy that answers nearly every problem
 # its base solves in 4 tries. The small model's base leaves more room than any tiny
 # base, and its round, stopped early, used about a third of it: of all the tries, it
-# leaves the most to gain.
+# leaves the most to gain. The same limit read from the top: a rise is at most where
+# a policy ends minus where its base starts, and no tiny policy ended high enough
+# above a base that low.
 
 # %% [markdown]
 # ## What the numbers check blocks
