@@ -27,6 +27,7 @@ import torch._inductor.config as inductor_config
 
 from grpo_lib import fast_decode as fd
 from grpo_lib.models import build_tokenizer, random_model
+from grpo_lib.packing import packing
 from grpo_lib.qwen2 import Qwen2
 
 
@@ -50,7 +51,8 @@ def main(argv=None):
     ids = torch.randint(10, 500, (b, P))
     mask = torch.ones(b, P, dtype=torch.long)
     with torch.inference_mode():
-        start = fd.start_decode(model, ids, mask, new)  # layers packed for b rows
+        with packing("always"):  # packed whether or not it pays on this machine
+            start = fd.start_decode(model, ids, mask, new)  # layers packed for b rows
         plain = fd.fuse_weights(model, rows=None)  # plain addmm products
         column = args.context - 1
         start.bias[:, :args.context] = 0.0
