@@ -24,18 +24,18 @@ from __future__ import annotations
 import functools
 import json
 import os
-import platform
 import tempfile
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from .speed import cpu_name, fastest_seconds
+
 __all__ = ["pack_for_rows", "packing_applies", "pack_if_it_pays", "packed_product",
            "PACKING_MODES", "PACKING_MARGIN", "packing_mode", "packing", "packing_pays",
-           "product_seconds", "decisions_file"]
+           "decisions_file"]
 
 PACKING_MODES = ("auto", "always", "never")
 PACKING_MARGIN = 0.9  # packed must take < 0.9 x the plain product's time to be used
@@ -104,18 +104,6 @@ def packing(mode: str):
         _MODE = before
 
 
-def product_seconds(fn, rounds: int = 5, calls: int = 3) -> float:
-    """The fastest of ``rounds`` timings of ``calls`` calls of ``fn``, per call."""
-    fn()  # warm-up
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
-
-
 def packing_pays(rows: int, k: int, n: int) -> bool:
     """Whether products ``[rows, K] x [K, N]`` should multiply by a packed weight
     here: in ``"auto"`` mode, when :func:`_packed_is_faster` measured it so on this
@@ -138,16 +126,6 @@ def decisions_file() -> Path:
     return Path(folder) / "packing.json"
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _load_decisions() -> dict:
     try:
         decisions = json.loads(decisions_file().read_text())
@@ -163,7 +141,7 @@ def _save_decision(key: str, pays: bool) -> None:
     path, temporary = decisions_file(), None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        decisions = _load_decisions()
+        decisions = _load_decisions()  # read again: another process may have added
         decisions[key] = pays
         with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False,
                                          suffix=".tmp") as fh:
@@ -180,7 +158,7 @@ def _packed_is_faster(rows: int, k: int, n: int, threads: int) -> bool:
     """Whether ``[rows, K] x [K, N]`` runs faster packed on this machine: read from
     :func:`decisions_file` when an earlier process measured it, else measured now
     (:func:`_measure`, a few ms to tens of ms) and written there."""
-    key = (f"{_cpu_name()} | torch {torch.__version__} | {threads} threads | "
+    key = (f"{cpu_name()} | torch {torch.__version__} | {threads} threads | "
            f"{rows}x{k}x{n}")
     decision = _load_decisions().get(key)
     if not isinstance(decision, bool):
@@ -202,6 +180,7 @@ def _measure(rows: int, k: int, n: int) -> bool:
     with torch.no_grad():
         plain_s, packed_s = float("inf"), float("inf")
         for _ in range(2):  # alternate, so a change of machine load hits both
-            plain_s = min(plain_s, product_seconds(lambda: torch.mm(x, w)))
-            packed_s = min(packed_s, product_seconds(lambda: packed_product(x, packed)))
+            plain_s = min(plain_s, fastest_seconds(lambda: torch.mm(x, w), calls=3))
+            packed_s = min(packed_s, fastest_seconds(lambda: packed_product(x, packed),
+                                                     calls=3))
     return packed_s < PACKING_MARGIN * plain_s

@@ -1,13 +1,14 @@
 """How fast a GRPO step could be: the measurements chapter 19 and the benchmarks share.
 
 - :func:`matmul_peak`: the FLOP/s of one large ``torch.matmul`` in a dtype, the rate
-  the arithmetic of a step can reach on this machine at best;
+  the arithmetic of a step can reach on this machine at best (timed by
+  :func:`fastest_seconds`, which :mod:`grpo_lib.packing` uses too);
 - :func:`forward_flops`, :func:`step_flops`: the matrix-multiply FLOPs of a forward
   pass and of one GRPO step (rollout and update), so that a measured time can be set
   against its *floor*, FLOPs / peak;
-- :func:`machine_description`: the CPU (or GPU), its cores, torch's threads and
-  whether the CPU has bfloat16 hardware (without it a bfloat16 matmul is far slower
-  than a float32 one);
+- :func:`machine_description`, :func:`cpu_name`: the CPU (or GPU), its cores, torch's
+  threads and whether the CPU has bfloat16 hardware (without it a bfloat16 matmul is
+  far slower than a float32 one);
 - :func:`decode_step_ops`: how many aten operator calls one decode step makes, a
   measure of per-step overhead that does not depend on the machine's load;
 - :func:`memory_bandwidth`, :func:`decode_read_bytes`: the other floor of a decode
@@ -26,9 +27,25 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-__all__ = ["matmul_peak", "forward_flops", "step_flops", "machine_description",
-           "decode_step_ops", "memory_bandwidth", "decode_read_bytes",
-           "QWEN25_05B_SHAPE", "SHAPES", "shape_model", "append_row"]
+__all__ = ["fastest_seconds", "matmul_peak", "forward_flops", "step_flops",
+           "cpu_name", "machine_description", "decode_step_ops", "memory_bandwidth",
+           "decode_read_bytes", "QWEN25_05B_SHAPE", "SHAPES", "shape_model",
+           "append_row"]
+
+
+def fastest_seconds(fn, rounds: int = 5, calls: int = 1, warmups: int = 1) -> float:
+    """Seconds per call of ``fn``: the fastest of ``rounds`` timings of ``calls``
+    calls each, after ``warmups`` calls (the best the machine does; a slower round
+    was disturbed)."""
+    for _ in range(warmups):
+        fn()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
 
 
 def matmul_peak(dtype: torch.dtype, size: int = 1024, repeats: int = 30) -> float:
@@ -37,13 +54,8 @@ def matmul_peak(dtype: torch.dtype, size: int = 1024, repeats: int = 30) -> floa
     the machine does; a slower run was disturbed)."""
     a = torch.randn(size, size).to(dtype)
     b = torch.randn(size, size).to(dtype)
-    times = []
-    for i in range(repeats + 3):
-        t0 = time.perf_counter()
-        torch.matmul(a, b)
-        if i >= 3:
-            times.append(time.perf_counter() - t0)
-    return 2 * size**3 / min(times)
+    seconds = fastest_seconds(lambda: torch.matmul(a, b), rounds=repeats, warmups=3)
+    return 2 * size**3 / seconds
 
 
 def forward_flops(cfg, rows: int, new: int, context: int) -> float:
@@ -71,15 +83,25 @@ def step_flops(cfg, rows: int, prompt_len: int, length: int) -> tuple[float, flo
     return rollout, update
 
 
-def machine_description() -> dict:
-    """CPU model, cores, torch threads and whether the CPU has bfloat16 hardware."""
-    name, flags = platform.processor() or platform.machine(), set()
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s, where the platform names only the
+    architecture), else what :mod:`platform` says."""
+    name = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name") and name in ("", platform.machine()):
-                name = line.split(":", 1)[1].strip()
-            if line.startswith("flags") and not flags:
+                return line.split(":", 1)[1].strip()
+    return name
+
+
+def machine_description() -> dict:
+    """CPU model, cores, torch threads and whether the CPU has bfloat16 hardware."""
+    name, flags = cpu_name(), set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
                 flags = set(line.split(":", 1)[1].split())
+                break
     bf16 = sorted(f for f in flags if "bf16" in f or f.startswith("amx"))
     device = "cpu"
     if torch.cuda.is_available():

@@ -13,9 +13,10 @@ import torch
 from grpo_lib.fast_decode import decode_fast
 from grpo_lib.models import build_tokenizer, random_model
 from grpo_lib.qwen2 import Qwen2, decode_static
-from grpo_lib.speed import (QWEN25_05B_SHAPE, append_row, decode_read_bytes,
-                            decode_step_ops, forward_flops, machine_description,
-                            matmul_peak, memory_bandwidth, shape_model, step_flops)
+from grpo_lib.speed import (QWEN25_05B_SHAPE, append_row, cpu_name, decode_read_bytes,
+                            decode_step_ops, fastest_seconds, forward_flops,
+                            machine_description, matmul_peak, memory_bandwidth,
+                            shape_model, step_flops)
 
 # one layer, D = 2, one head of d = 2 (and one key/value head), F = 2, V = 3
 CFG = SimpleNamespace(hidden_size=2, intermediate_size=2, vocab_size=3,
@@ -84,6 +85,21 @@ def test_matmul_peak_and_machine_description():
     assert {"device", "machine", "cores", "threads", "bf16_hardware",
             "cpu_capability"} <= set(machine)
     assert machine["threads"] == torch.get_num_threads()
+    assert machine["machine"] == cpu_name() or machine["device"] == "cuda"
+    assert cpu_name()
+
+
+def test_fastest_seconds_takes_the_fastest_round_per_call(monkeypatch):
+    """Warm-ups are not timed; each round times ``calls`` calls; the best round,
+    divided by ``calls``, is returned."""
+    import grpo_lib.speed as speed
+
+    clock = iter([0.0, 0.6, 1.0, 1.2, 2.0, 2.9])  # rounds of 0.6, 0.2 and 0.9 s
+    monkeypatch.setattr(speed.time, "perf_counter", lambda: next(clock))
+    calls = []
+    seconds = fastest_seconds(lambda: calls.append(1), rounds=3, calls=2, warmups=4)
+    assert len(calls) == 4 + 3 * 2
+    assert seconds == pytest.approx(0.1)
 
 
 def test_the_fast_decode_step_makes_fewer_operator_calls():
