@@ -34,8 +34,8 @@
 # 7. **numerics**: the sampler's log-probs against the trainer's, and the truncated
 #    importance-sampling correction TRL applies for their gap;
 # 8. **chapter 7 again**, with the fast path, twelve seeds each way, which piece
-#    of the fast path moves its result, and a third draw, `torch.multinomial`'s race
-#    from uniform numbers;
+#    of the fast path moves its result, a third draw, `torch.multinomial`'s race
+#    from uniform numbers, and `torch.multinomial`'s own numbers made faster;
 # 9. **on a GPU**: the decode step replayed as one CUDA graph, measured on an H100
 #    against `generate`, TRL and the bytes a step must read.
 #
@@ -63,8 +63,9 @@ from IPython.display import display
 from grpo_lib.display import say, show_source
 from grpo_lib.evaluation import score_groups
 from grpo_lib.fast_decode import (Projection, decode_fast, decode_step, fuse_weights,
-                                  pack_for_rows, prefill_once, rotate_half_matrix,
-                                  sample_inverse_cdf, sample_race)
+                                  exponential_is_rand, pack_for_rows, prefill_once,
+                                  rotate_half_matrix, sample_inverse_cdf,
+                                  sample_multinomial, sample_race, sampling_probs)
 from grpo_lib.graph_decode import decode_graphed, graph_step
 from grpo_lib.logprobs import sequence_logprobs
 from grpo_lib.losses import sampling_importance_weights
@@ -549,8 +550,9 @@ say(f"Here the step went from {first['step (s)']:.3f} s with the `transformers` 
     f"of the step from {first['the rest (s)']:.3f} s to "
     f"{last['the rest (s)']:.3f} s. The sampler alone writes "
     f"{draws['sampler, fast']:.2f} times as many tokens per second as `generate`, "
-    f"{draws['sampler, fast, multinomial draw']:.2f} times with `torch.multinomial` as "
-    f"its draw.")
+    f"{draws['sampler, fast, multinomial draw']:.2f} times with the trainer's default "
+    f"draw, `torch.multinomial`'s own tokens, made faster in the section on "
+    f"its own numbers below.")
 
 # %% [markdown]
 # (ch19-what-is-left)=
@@ -1264,6 +1266,82 @@ say(f"On seeds 12 to 23 the standard path ends at "
 # speed, with these 24 seeds as its record.
 
 # %% [markdown]
+# (ch19-same-numbers)=
+# ### The race on `torch.multinomial`'s own numbers
+#
+# The race from uniform numbers is fast because it makes its exponential numbers
+# another way, and so it draws other tokens. `torch.multinomial`'s numbers can be made
+# faster *without* changing them. On a CPU, `exponential_` computes each
+# $e_v = -\log(1 - u_v)$ from a uniform float64 number $u_v$ of the generator, one
+# entry after another in row order, one number at a time.
+# `torch.rand(..., dtype=torch.float64)` makes the same $u_v$ from the same
+# generator, in a vectorised loop. The same race on the same numbers picks the same
+# token, and leaves the generator where `torch.multinomial` leaves it:
+
+# %%
+show_source(sample_multinomial)
+
+# %%
+same_tokens = same_state = 0
+for seed in range(200):
+    row_logits = torch.randn(64, s.vocab_size,
+                             generator=torch.Generator().manual_seed(seed))
+    tau, top_p = (0.7, 0.9) if seed % 2 else (1.0, 1.0)
+    ref_gen, our_gen = (torch.Generator().manual_seed(seed) for _ in range(2))
+    want = torch.multinomial(sampling_probs(row_logits, tau, top_p), 1,
+                             generator=ref_gen).squeeze(-1)
+    got = sample_multinomial(row_logits, tau, top_p, generator=our_gen)
+    same_tokens += torch.equal(got, want)
+    same_state += torch.equal(ref_gen.get_state(), our_gen.get_state())
+print(f"200 draws of 64 rows: the same tokens in {same_tokens}, the generator in the "
+      f"same state after {same_state}; this torch makes exponential_'s numbers from "
+      f"float64 torch.rand: {exponential_is_rand()}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+same_us = {
+    "torch.multinomial": best_us(lambda: torch.multinomial(
+        logits.softmax(-1), 1, generator=gen)),
+    "sample_multinomial": best_us(lambda: sample_multinomial(logits, generator=gen)),
+    "race from uniform numbers": best_us(lambda: sample_race(logits, generator=gen))}
+pd.Series(same_us, name="µs per call").round(0).to_frame()
+
+# %% [markdown]
+# The whole rollout gets the same test. The standard decode loop of chapter 6, which
+# calls `torch.multinomial`, against the fast decode step with this draw
+# (`rollout_sampler="multinomial"`, the trainer's default), on the tiny checkpoint,
+# from one seed:
+
+# %%
+rollout_args = dict(num_generations=G, max_new_tokens=LENGTH, seed=5, top_p=0.95)
+standard_rollout = generate(hf, tok, prompts[:N_PROMPTS], **rollout_args)
+fast_rollout = generate(ours, tok, prompts[:N_PROMPTS], decode_fn=functools.partial(
+    decode_fast, sampler="multinomial"), **rollout_args)
+same = (fast_rollout.completion_ids == standard_rollout.completion_ids).float().mean()
+say(f"The two rollouts agree on {same:.1%} of their "
+    f"{standard_rollout.completion_ids.numel():,} token slots.")
+
+# %%
+gained = {name: same_us["torch.multinomial"] - same_us[name]
+          for name in ("sample_multinomial", "race from uniform numbers")}
+say(f"Here `sample_multinomial` takes {same_us['sample_multinomial']:.0f} µs where "
+    f"`torch.multinomial` takes {same_us['torch.multinomial']:.0f} µs: "
+    f"{gained['sample_multinomial'] * (LENGTH - 1) / 1e3:.0f} ms less per rollout of "
+    f"{LENGTH} tokens, against "
+    f"{gained['race from uniform numbers'] * (LENGTH - 1) / 1e3:.0f} ms for the race "
+    "from uniform numbers.")
+
+# %% [markdown]
+# So the fast engine's default draw is `sample_multinomial`: the tokens of
+# `torch.multinomial` and of the standard path, bit for bit, with most of the speed
+# of the race from uniform numbers and none of its open question. The
+# multinomial runs of {ref}`ch19-multinomial` are the runs it makes. Where the
+# identity does not hold (a CUDA device, or a torch release whose `exponential_`
+# draws otherwise, which `exponential_is_rand` checks once per process),
+# `sample_multinomial` calls `torch.multinomial`, and a test of the library fails, so
+# that the change is seen.
+
+# %% [markdown]
 # (ch19-cuda-graphs)=
 # ## On a GPU: one launch per step
 #
@@ -1459,7 +1537,8 @@ say(f"The fast rollout cut the steps' time from "
 #   piece at a time: here the decode step trained the standard run bit for bit, and
 #   the difference entered with the sampler. Two draws that agree on every token's
 #   probability still trained differently, so the fast engine keeps the standard
-#   path's draw by default.
+#   path's draw by default, with that draw's own random numbers made faster: the
+#   same tokens in less time.
 # - On a GPU a small model's decode step waits on kernel launches, not on arithmetic.
 #   A CUDA graph replays the whole step with one launch, once everything that changes
 #   between steps lives in tensors the step updates in place.
