@@ -164,10 +164,10 @@ class GRPOConfig(YAMLConfig):
     over the policy's own weight tensors, static KV cache; same samples, faster) or
     "fast" (grpo_lib.fast_decode's step, replayed as a CUDA graph on a GPU)."""
     rollout_sampler: str = "multinomial"
-    """How the "fast" engine draws a token: "multinomial" (``torch.multinomial``, the
-    standard path's draw and tokens), "inverse_cdf" (one ``torch.rand`` number per
-    row, which a CUDA graph replays) or "race" (``torch.multinomial``'s race from
-    uniform numbers, faster on a CPU); chapter 19 trains chapter 7 with each."""
+    """How the "fast" engine draws a token: "multinomial" (``torch.multinomial``'s
+    tokens, the standard path's, drawn faster on a CPU by ``sample_multinomial``),
+    "inverse_cdf" (one ``torch.rand`` number per row, which a CUDA graph replays) or
+    "race" (the same race on other uniform numbers); chapter 19 trains with each."""
     dynamic_sampling: bool = False
     """DAPO: drop zero-variance groups and sample more prompts to refill the batch."""
     dynamic_sampling_max_rounds: int = 3
