@@ -19,6 +19,12 @@ here keeps all but one of them:
 * ``float64``: the whole fast path with the inverse CDF computed in float64 (the
   softmax, its cumulative sum and the uniform numbers), so that no token with a
   probability above about 1e-16 has an empty interval.
+* ``stream``: the whole fast path with the trainer's default draw,
+  ``torch.multinomial``'s tokens (``fast_decode.sample_multinomial``), but every
+  rollout's generator seeded from another stream (``SeedSequence([seed, step, round,
+  1])`` instead of ``[seed, step, round]``): the standard path's draw on other random
+  numbers, with the same prompts in the same order. Where the race and the inverse
+  CDF trained lower, this arm says whether other random numbers alone do.
 
 Usage::
 
@@ -33,10 +39,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import grpo_lib.fast_decode as fast_decode
 import grpo_lib.sampling as sampling
+import grpo_lib.trainer as trainer
 from grpo_lib.trainer import train_from_yaml
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "r1_zero_arithmetic.yaml"
@@ -72,10 +80,15 @@ def float64_sampler(logits, temperature=1.0, top_p=1.0, generator=None, u=None):
     return fast_decode.inverse_cdf_token(cdf, u)
 
 
+def other_stream_seed(seed: int, step: int, round_: int) -> int:
+    """``trainer._rollout_seed`` from another stream: a fourth entropy word."""
+    return int(np.random.SeedSequence([seed, step, round_, 1]).generate_state(1)[0])
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("arm", choices=("sampler", "numerics", "exponential_u",
-                                        "float64"))
+                                        "float64", "stream"))
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args(argv)
     if args.arm == "sampler":
@@ -85,6 +98,10 @@ def main(argv=None) -> None:
         arms = {"exponential_u": exponential_u_sampler, "float64": float64_sampler}
         fast_decode.sample_inverse_cdf = arms[args.arm]  # decode_fast looks it up
         overrides = ["rollout_engine=fast", "rollout_sampler=inverse_cdf",
+                     "share_group_prompt=true"]
+    elif args.arm == "stream":
+        trainer._rollout_seed = other_stream_seed  # _sample_batch looks it up
+        overrides = ["rollout_engine=fast", "rollout_sampler=multinomial",
                      "share_group_prompt=true"]
     else:
         overrides = ["rollout_engine=fast", "rollout_sampler=multinomial",
