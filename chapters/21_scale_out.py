@@ -236,7 +236,12 @@ print(verl_knobs.groupby("kind").size().to_string())
 # python -m grpo_lib trl-train --config configs/qwen25_gsm8k.yaml
 # ```
 #
-# Offline, the task stops with one line before anything trains:
+# Offline, the task stops with one line before anything trains, and at once. Where the
+# hub is out of reach (an offline variable such as `HF_DATASETS_OFFLINE=1` is set, or
+# the hub's host does not answer within a few seconds), `grpo_lib.hub.hub_access` runs
+# the load in the Hugging Face libraries' own offline mode: a file in the local cache
+# still loads, and a missing one fails without the retries with back-off that those
+# libraries otherwise make for every file:
 
 # %%
 # NBVAL_CHECK_OUTPUT

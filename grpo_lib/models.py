@@ -179,7 +179,11 @@ def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
     same code. The tokenizer is set to left padding (what batched generation needs) and
     gets a pad token if it has none.
     """
+    import contextlib
+
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .hub import hub_access
 
     path = Path(name_or_path)
     looks_local = path.exists() or str(name_or_path).startswith((".", "/", "data"))
@@ -188,14 +192,17 @@ def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
             f"No model at {path}: expected a folder with config.json. The book's base "
             f"model is made by `python -m grpo_lib pretrain --size tiny` (see "
             f"data/README.md).")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
-        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
+    online = None
+    try:  # a hub name where the hub is out of reach: the cache, or one error at once
+        with contextlib.nullcontext(True) if looks_local else hub_access() as online:
+            tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+            model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
     except OSError as err:
+        where = ("the hub may be out of reach" if online else
+                 "the hub is out of reach from here and the model is not in the cache")
         raise OSError(
-            f"Could not load {name_or_path!r}: {err}\nIf this is a hub name, the hub "
-            f"may be out of reach; use a local folder such as "
-            f"data/models/tiny-qwen2-base.") from err
+            f"Could not load {name_or_path!r}: {err}\nIf this is a hub name, {where}; "
+            f"use a local folder such as data/models/tiny-qwen2-base.") from err
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -51,15 +51,20 @@ def load_split(split: str = "train"):
     not in the local ``datasets`` cache)."""
     import datasets
 
+    from ..hub import hub_access
+
     if split not in ("train", "test"):
         raise ValueError(f"GSM8K has the splits 'train' and 'test', not {split!r}.")
+    online = None
     try:
-        rows = datasets.load_dataset(HUB_NAME, HUB_CONFIG, split=split)
+        with hub_access() as online:  # offline: the cache, or one error at once
+            rows = datasets.load_dataset(HUB_NAME, HUB_CONFIG, split=split)
     except Exception as err:  # noqa: BLE001 -- connection, cache and hub errors alike
+        where = "" if online else "The hub is out of reach from here. "
         raise OSError(
             f"GSM8K ({HUB_NAME}) could not be loaded: {type(err).__name__}: "
-            f"{str(err)[:160]}. It comes from the Hugging Face hub; on a machine that "
-            f"reaches the hub it downloads once into the datasets cache, which an "
-            f"offline machine can then use (HF_DATASETS_OFFLINE=1). The book's own "
-            f"tasks (arithmetic, ...) need no hub.") from None
+            f"{str(err)[:160]}. {where}It comes from the Hugging Face hub; on a "
+            f"machine that reaches the hub it downloads once into the datasets cache, "
+            f"which an offline machine can then use (HF_DATASETS_OFFLINE=1). The "
+            f"book's own tasks (arithmetic, ...) need no hub.") from None
     return rows.map(gsm8k_row, remove_columns=rows.column_names)
