@@ -448,7 +448,7 @@ class GRPOConfig(YAMLConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 bad(f"{name}={value!r}: must be an integer >= 0 (0 = never).")
-        problems.extend(_dynamic_sampling_problems(self))
+        problems.extend(_dynamic_sampling_problems(self) + _seed_problems(self))
         if problems:
             raise ValueError("Invalid GRPOConfig:\n  - " + "\n  - ".join(problems))
         return self
@@ -1412,3 +1412,12 @@ def _rollout_engine(trainer) -> str:
         engine = "transformers"
     trainer._engine = (asked, model, engine)
     return engine
+
+
+def _seed_problems(config: GRPOConfig) -> list[str]:
+    """``seed`` seeds torch, numpy and the rollouts' ``numpy.random.SeedSequence``,
+    which take the integers 0 .. 2**32 - 1 alike."""
+    seed = config.seed
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        return [f"seed={seed!r}: must be an integer from 0 to 2**32 - 1."]
+    return []

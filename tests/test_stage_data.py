@@ -141,11 +141,14 @@ def test_make_data_cli_writes_each_stage_and_refuses_bad_sizes(tmp_path, capsys)
     main(["make-data", "--stage", "cold-start", "--out", str(tmp_path / "cs"),
           "--n-train", "4"])
     assert len((tmp_path / "cs" / "annotator.jsonl").read_text().splitlines()) == 4
-    with pytest.raises(SystemExit) as stop:
-        main(["make-data", "--stage", "cold-start", "--out", str(tmp_path / "x"),
-              "--n-train", "0"])
-    assert stop.value.code == 2
-    assert "n must be in 1..20000" in capsys.readouterr().err
+    for n, message in (("0", "--n-train: must be >= 1, got 0"),  # argparse's
+                       ("20001", "n must be in 1..20000")):  # the writer's own check
+        with pytest.raises(SystemExit) as stop:
+            main(["make-data", "--stage", "cold-start", "--out", str(tmp_path / "x"),
+                  "--n-train", n])
+        assert stop.value.code == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 def test_the_default_answer_length_fits_the_longest_skill_answer():

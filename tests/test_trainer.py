@@ -96,6 +96,9 @@ def _params(model) -> torch.Tensor:
         (dict(temperature=0.0), "temperature > 0"),
         (dict(lr_scheduler_type="step"), "lr_scheduler_type='step'"),
         (dict(warmup_steps=2.5), "give a whole number of updates"),
+        (dict(seed=-1), r"seed=-1: must be an integer from 0 to 2\*\*32 - 1"),
+        (dict(seed=2**32), "seed=4294967296: must be an integer from 0"),
+        (dict(seed=1.5), "seed=1.5: must be an integer"),
     ],
 )
 def test_validate_says_what_to_change(overrides, message):
@@ -689,3 +692,30 @@ def test_cli_eval_writes_every_answer_and_checks_its_folders_first(
               "--samples-out", str(tmp_path / "missing" / "a.jsonl")])
     assert stop.value.code == 2
     assert "no folder for the output" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["eval", "--model", "m", "--n", "0"], "argument --n: must be >= 1, got 0"),
+    (["eval", "--model", "m", "--batch-size", "-2"], "--batch-size: must be >= 1"),
+    (["eval", "--model", "m", "--samples", "-1"], "--samples: must be >= 0, got -1"),
+    (["eval", "--model", "m", "--temperature", "nan"], "--temperature: must be >= 0"),
+    (["eval", "--model", "m", "--n", "many"], "--n: expected an integer, got 'many'"),
+    (["pretrain", "--steps", "0"], "--steps: must be >= 1, got 0"),
+    (["pretrain", "--lr", "0"], "--lr: must be > 0.0, got 0"),
+    (["make-data", "--n-train", "-5"], "--n-train: must be >= 1, got -5"),
+    (["make-sft-data", "--n", "0"], "--n: must be >= 1, got 0"),
+    (["rejection-sample", "--model", "m", "--k", "0"], "--k: must be >= 1, got 0"),
+    (["train", "--config", "c.yaml", "--set", "x=1"], None),  # --set is the config's
+])
+def test_cli_counts_below_their_least_are_one_line_errors(argv, message, capsys):
+    """A count of 0 used to mean the default (pretrain --steps 0 trained 200 steps) and
+    a negative one wrote an empty split; now argparse refuses both before any work."""
+    from grpo_lib.cli import build_parser
+
+    if message is None:
+        build_parser().parse_args(argv)  # parses; the config checks its own values
+        return
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args(argv)
+    assert stop.value.code == 2
+    assert message in capsys.readouterr().err
