@@ -64,7 +64,7 @@ def read_yaml_values(
             raise FileNotFoundError(
                 f"No config file at {path}; see configs/ for examples."
             )
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        values = _parse(yaml, path.read_text(encoding="utf-8"), str(path)) or {}
         if not isinstance(values, dict):
             raise ValueError(
                 f"{path} must hold a YAML mapping of {cls.__name__} fields."
@@ -75,8 +75,21 @@ def read_yaml_values(
                 f"Override {item!r} is not key=value (e.g. --set max_steps=10)."
             )
         key, raw = item.split("=", 1)
-        values[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        value = _parse(yaml, raw, f"--set {item}") if raw.strip() else None
+        values[key.strip()] = value
     return values
+
+
+def _parse(yaml, text: str, where: str):
+    """``yaml.safe_load(text)``; a syntax error is one ``ValueError`` naming ``where``
+    and the line and column (a YAML traceback otherwise)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(f"{where} is not valid YAML{at}: {problem}.") from None
 
 
 def coerce_field(name: str, value: Any, cls: type) -> Any:

@@ -719,3 +719,18 @@ def test_cli_counts_below_their_least_are_one_line_errors(argv, message, capsys)
         build_parser().parse_args(argv)
     assert stop.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_config_that_is_not_yaml_is_one_clear_error(tmp_path):
+    from grpo_lib.trainer import load_config
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("max_steps: 5\nreward_funcs: [accuracy_reward,\n")
+    with pytest.raises(ValueError, match=r"bad.yaml is not valid YAML \(line 3, "
+                                         r"column 1\): expected"):
+        load_config(bad)
+    good = tmp_path / "good.yaml"
+    good.write_text("max_steps: 5\n")
+    with pytest.raises(ValueError, match=r"--set reward_funcs=\[a, b is not valid YAML"):
+        load_config(good, ["reward_funcs=[a, b"])
+    assert load_config(good, ["beta=0.04"]).beta == 0.04
