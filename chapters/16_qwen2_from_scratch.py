@@ -686,10 +686,9 @@ say(f"On this run the static decode wrote {speed.iloc[2]['tokens/s']:,.0f} token
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from torch.profiler import ProfilerActivity
-from torch.profiler import profile as torch_profile
+from grpo_lib.speed import quiet_profile  # torch.profiler, CPU, without its log lines
 
-with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+with quiet_profile() as prof:
     generate_static(ours, tok, speed_prompts, num_generations=8,
                     max_new_tokens=min(T_SPEED, 32), ignore_eos=True, seed=0)
 events = prof.key_averages()

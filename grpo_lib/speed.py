@@ -30,7 +30,7 @@ from torch.profiler import ProfilerActivity, profile
 __all__ = ["fastest_seconds", "matmul_peak", "forward_flops", "step_flops",
            "cpu_name", "machine_description", "decode_step_ops", "memory_bandwidth",
            "decode_read_bytes", "QWEN25_05B_SHAPE", "SHAPES", "shape_model",
-           "append_row"]
+           "append_row", "quiet_profile"]
 
 
 def fastest_seconds(fn, rounds: int = 5, calls: int = 1, warmups: int = 1) -> float:
@@ -213,3 +213,11 @@ def append_row(path, row: dict) -> None:
         writer = csv.DictWriter(fh, fieldnames=fields, restval="")
         writer.writeheader()
         writer.writerows(rows + [row])
+
+
+@contextlib.contextmanager
+def quiet_profile():
+    """``torch.profiler``'s CPU profile without the lines its C++ side writes to
+    standard error at start and stop; yields the profiler."""
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        yield prof
