@@ -776,9 +776,9 @@ def ch07_run(path, seed):
     if path == "standard":
         return {0: "ch07_r1_zero_cpu", 1: "ch11_base_acc_seed1_cpu"}.get(
             seed, f"ch07_r1_zero_seed{seed}_cpu")
-    if path == "standard, same VM":
+    if path == "standard, same machine":
         return f"ch07_r1_zero_standard_seed{seed}_avx512_cpu"
-    if path == "fast, same VM":
+    if path == "fast, same machine":
         return f"ch07_r1_zero_fast_seed{seed}_avx512_cpu"
     infix = {"noshare": "_noshare", "multinomial": "_multinomial",
              "exponential_u": "_expu", "float64": "_float64",
@@ -1031,8 +1031,8 @@ say(f"With `torch.multinomial` the fast decode step trains "
 # (`ch07_r1_zero_fast_multinomial_seed*_cpu`). Its rollouts follow the standard path
 # token for token until the prompt-once update's round-off separates the runs. If the
 # inverse-CDF draw is what tips the fast runs low, these end where the standard path
-# does. They were made later than the runs above, after the decode step's products
-# were packed ({ref}`ch19-what-is-left`), on another VM of the same kind with bfloat16
+# does. They were made later than the runs above, after the decode step's products were
+# packed ({ref}`ch19-what-is-left`), on another machine of the same kind with bfloat16
 # hardware, one torch thread each, two seeds at a time:
 
 # %%
@@ -1060,29 +1060,30 @@ say(seeds_line("With the multinomial draw", mult_acc, {
     "the inverse-CDF fast path": fast_acc.to_numpy()}))
 
 # %% [markdown]
-# The two sets of fast runs come from different machines. To rule the machine out,
-# the standard path (seeds 0 and 1) and the inverse-CDF fast path (seeds 0 to 3) were
-# run again on the multinomial runs' VM, with the same commands, two runs of one path
+# The two sets of fast runs come from different machines. To rule the machine out, the
+# standard path (seeds 0 and 1) and the inverse-CDF fast path (seeds 0 to 3) were run
+# again on the multinomial runs' machine, with the same commands, two runs of one path
 # at a time. Each run's final strict accuracy, and its seconds of steps:
 
 # %%
-same_vm = pd.DataFrame([run_row(path, seed) for path, seeds in (
-    ("standard, same VM", (0, 1)), ("fast, same VM", (0, 1, 2, 3)),
+same_machine = pd.DataFrame([run_row(path, seed) for path, seeds in (
+    ("standard, same machine", (0, 1)), ("fast, same machine", (0, 1, 2, 3)),
     ("multinomial", (0, 1, 2, 3))) for seed in seeds])
-same_vm.pivot(index="seed", columns="path",
+same_machine.pivot(index="seed", columns="path",
               values=["strict accuracy", "steps (s)"]).round(3)
 
 # %%
-acc = same_vm.pivot(index="seed", columns="path", values="strict accuracy")
-sec = same_vm.pivot(index="seed", columns="path", values="steps (s)").loc[[0, 1]]
-say(f"On one VM, seed 0 ends at {acc.loc[0, 'standard, same VM']:.3f} on the standard "
+acc = same_machine.pivot(index="seed", columns="path", values="strict accuracy")
+sec = same_machine.pivot(index="seed", columns="path", values="steps (s)").loc[[0, 1]]
+std, inv = "standard, same machine", "fast, same machine"
+say(f"On one machine, seed 0 ends at {acc.loc[0, std]:.3f} on the standard "
     f"path, {acc.loc[0, 'multinomial']:.3f} on the fast path with the multinomial "
-    f"draw and {acc.loc[0, 'fast, same VM']:.3f} with the inverse-CDF draw (on the "
-    f"first VM: {final_strict(ch07_run('fast', 0)):.3f}). Seeds 0 and 1 took "
-    f"{sec['standard, same VM'].mean():.0f} s of steps on the standard path and "
+    f"draw and {acc.loc[0, inv]:.3f} with the inverse-CDF draw (on the "
+    f"first machine: {final_strict(ch07_run('fast', 0)):.3f}). Seeds 0 and 1 took "
+    f"{sec[std].mean():.0f} s of steps on the standard path and "
     f"{sec['multinomial'].mean():.0f} s on the fast path with the multinomial draw, "
-    f"{sec['standard, same VM'].mean() / sec['multinomial'].mean():.2f} times faster "
-    f"({sec['fast, same VM'].mean():.0f} s with the inverse-CDF draw).")
+    f"{sec[std].mean() / sec['multinomial'].mean():.2f} times faster "
+    f"({sec[inv].mean():.0f} s with the inverse-CDF draw).")
 
 # %% [markdown]
 # The two draws give each token its probability, and the rollouts above pass every
@@ -1092,7 +1093,7 @@ say(f"On one VM, seed 0 ends at {acc.loc[0, 'standard, same VM']:.3f} on the sta
 # inverse CDF takes its one number per row from `torch.rand`. Arm `exponential_u` of
 # `scripts/fast_path_ablation.py` keeps the whole inverse-CDF fast path and only
 # makes its uniform numbers from the race's source, $u = 1 - e^{-E}$, for the same
-# twelve seeds on the same VM:
+# twelve seeds on the same machine:
 
 # %%
 exp_u = pd.DataFrame([run_row("exponential_u", seed) for seed in SEEDS])
@@ -1131,7 +1132,7 @@ say(seeds_line("With the inverse CDF in float64", f64["strict accuracy"].to_nump
 # The packed update of {ref}`ch19-what-is-left` came after all of these runs. It
 # changes only round-off, but round-off is enough for two runs to part, so it must be
 # checked the same way. Seeds 0 and 1 of the multinomial runs,
-# made again with the same command on the same kind of VM, two at a time, with the
+# made again with the same command on the same kind of machine, two at a time, with the
 # update's products packed (`ch07_r1_zero_fast_packed_seed*_cpu`):
 
 # %%
@@ -1189,7 +1190,7 @@ pd.Series(race_us, name="µs per call").round(0).to_frame()
 # The race from uniform numbers draws from `torch.multinomial`'s distribution, from
 # another random stream, as the inverse CDF does, and the inverse CDF trained lower.
 # So it gets the same test: chapter 7's config with `rollout_sampler="race"`, twelve
-# seeds, on the same kind of VM, two runs at a time with one torch thread each
+# seeds, on the same kind of machine, two runs at a time with one torch thread each
 # (`ch07_r1_zero_fast_race_seed*_cpu`; they also have the packed update):
 
 # %%
@@ -1239,17 +1240,17 @@ say(f"The multinomial runs follow the standard path seed by seed (correlation "
 # (ch19-new-seeds)=
 # ### Twelve new seeds
 #
-# If the seeds sort runs into families, part of the standard path's average belongs
-# to its twelve seeds, and new seeds can show it. Seeds 12 to 23, on the standard
-# path and with the race, on the race runs' VM, one torch thread, two runs of one path
-# at a time (`ch07_r1_zero_standard_seed*_avx512_cpu` and
+# If the seeds sort runs into families, part of the standard path's average belongs to
+# its twelve seeds, and new seeds can show it. Seeds 12 to 23, on the standard path and
+# with the race, on the race runs' machine, one torch thread, two runs of one path at a
+# time (`ch07_r1_zero_standard_seed*_avx512_cpu` and
 # `ch07_r1_zero_fast_race_seed*_cpu`):
 
 # %%
 NEW_SEEDS = range(12, 24)
 new_seeds = pd.DataFrame({
     path: [run_row(name, seed)["strict accuracy"] for seed in NEW_SEEDS]
-    for path, name in (("standard", "standard, same VM"), ("race", "race"))},
+    for path, name in (("standard", "standard, same machine"), ("race", "race"))},
     index=list(NEW_SEEDS))
 new_seeds.T
 
@@ -1364,7 +1365,7 @@ say(f"Here `sample_multinomial` takes {same_us['sample_multinomial']:.0f} µs wh
 # generator from another stream: `SeedSequence([seed, step, round, 1])` where the
 # trainer uses `SeedSequence([seed, step, round])`. The prompts come in the same
 # order, and the draw is the standard path's; only the rollouts' random numbers
-# differ. Seeds 0 to 23, on a 2-core Intel VM, two runs at a time with one torch
+# differ. Seeds 0 to 23, on a 2-core Intel machine, two runs at a time with one torch
 # thread each (`ch07_r1_zero_fast_stream_seed*_cpu`), beside the standard path and the
 # race on the same 24 seeds:
 
@@ -1416,7 +1417,7 @@ say(f"With the standard draw on other numbers the 24 runs end at "
 # now and then falls well below the rest, and 24 seeds hold few such falls) or because
 # of something in the trainer's own streams, `SeedSequence([seed, step, round])`. A
 # control tells the two apart: the stream arm's command with the trainer's own streams,
-# on new seeds 24 to 35, on the same VM (`ch07_r1_zero_fast_multinomial_seed*_cpu`;
+# on new seeds 24 to 35, on the same machine (`ch07_r1_zero_fast_multinomial_seed*_cpu`;
 # seeds 0 to 11 of that name are the multinomial runs above):
 
 # %%
@@ -1622,7 +1623,7 @@ say(f"The fast rollout cut the steps' time from "
 # - The same product can run at very different rates depending on the library behind
 #   it, the layout of its weight and the CPU. Measure the products of your own shapes
 #   on your own machine: oneDNN with packed weights beat `torch.matmul` on the AMD
-#   VMs of `benchmarks/README.md` and lost to it on an Intel one, so the library
+#   machines of `benchmarks/README.md` and lost to it on an Intel one, so the library
 #   measures before it packs; in bfloat16 the formula's attention beat the fused
 #   kernel in the backward pass.
 # - A sampler and a trainer never compute exactly the same log-probs. Measure the gap
