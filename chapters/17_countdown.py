@@ -330,9 +330,9 @@ FIRST_SCORES = {"answer": ("reward/countdown_answer_reward", 1.0),
 
 
 def plot_runs(metrics, evals, title, scores=FIRST_SCORES):
-    """Three panels: two sampled scores (label: (column, scale)), held-out
-    success, sampled length."""
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    """Three panels, one above the other: two sampled scores (label: (column,
+    scale)), held-out success, sampled length."""
+    fig, axes = plt.subplots(3, 1, figsize=(7.3, 8.4), sharex=True)
     for i, (k, m) in enumerate(metrics.items()):
         smooth = m.rolling(10, min_periods=1).mean()
         for (label, (column, scale)), ls in zip(scores.items(), ("-", "--")):
@@ -341,14 +341,15 @@ def plot_runs(metrics, evals, title, scores=FIRST_SCORES):
         axes[1].plot(evals[k].index, evals[k]["strict_acc"], "o-", color=f"C{i}",
                      label=k)
         axes[2].plot(m.step, smooth["completion_length"], color=f"C{i}", label=k)
-    axes[0].set(xlabel="step", ylabel="mean score (10-step mean)",
+    axes[0].set(ylabel="mean score (10-step mean)",
                 title="Sampled answers: the two scores")
-    axes[1].set(xlabel="step", ylabel="held-out success (greedy)", ylim=(0, None),
+    axes[1].set(ylabel="held-out success (greedy)", ylim=(0, None),
                 title="Held-out success")
     axes[2].set(xlabel="step", ylabel="tokens (10-step mean)",
                 title="Sampled response length")
-    for ax in axes:
-        ax.legend(fontsize=8)
+    axes[0].legend(fontsize=9, ncol=2)
+    for ax in axes[1:]:
+        ax.legend(fontsize=9)
     fig.suptitle(title)
     fig.tight_layout()
     plt.show()

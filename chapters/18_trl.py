@@ -307,7 +307,7 @@ print(table.to_string(float_format=lambda v: f"{v:.3f}"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+fig, (left, right) = plt.subplots(1, 2, figsize=(7.3, 3.6))
 for (who, s), m in metrics.items():
     left.plot(m.step, m.accuracy.rolling(10, min_periods=1).mean(),
               ls="-" if who == "ours" else "--", color=f"C{s}",

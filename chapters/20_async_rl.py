@@ -245,7 +245,7 @@ print(table.to_string(float_format=lambda v: f"{v:.3f}"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+fig, (left, right) = plt.subplots(1, 2, figsize=(7.3, 3.6))
 for (eta, s), (m, e) in sweep.items():
     left.plot(m["time_total"], m["accuracy"].rolling(10, min_periods=1).mean(),
               color=f"C{[0, 1, 2, 4].index(eta)}", ls="-" if s == 0 else "--",
