@@ -107,12 +107,37 @@ def save_checkpoint(output_dir: str | Path, model, tokenizer, optimizer, schedul
 
 def load_checkpoint(path: Path, model, optimizer, scheduler, device) -> dict:
     """Restore model, optimizer, scheduler and RNGs from ``path``; return its
-    ``trainer_state.json`` (the trainer restores step and data order from it)."""
-    _load_model(model, path, device)
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
-    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
-    _restore_rng(torch.load(path / "rng_state.pt", weights_only=False))  # our own file
-    return json.loads((path / "trainer_state.json").read_text())
+    ``trainer_state.json`` (the trainer restores step and data order from it). Every
+    file is read before anything is restored: a damaged one (:func:`read_file`)
+    leaves the run as it was."""
+    state = read_file(path / "trainer_state.json", lambda f: json.loads(f.read_text()))
+    weights = _read_weights(path, device)
+    optim, sched = (read_file(path / name, lambda f: torch.load(f, weights_only=True))
+                    for name in ("optimizer.pt", "scheduler.pt"))
+    rng = read_file(path / "rng_state.pt",  # our own file, numpy's state included
+                    lambda f: torch.load(f, weights_only=False))
+    _load_model(model, path, weights)
+    optimizer.load_state_dict(optim)
+    scheduler.load_state_dict(sched)
+    _restore_rng(rng)
+    return state
+
+
+def read_file(file: Path, reader):
+    """``reader(file)``; where the file is missing or cannot be parsed (cut short by a
+    full disk, a partial copy), one ``ValueError`` that names it and says what to do
+    (torch, safetensors and json each raise their own kind of error)."""
+    try:
+        return reader(file)
+    except Exception as err:  # noqa: BLE001 -- zip, safetensors, json, pickle errors
+        found = [d for d in checkpoint_dirs(file.parent.parent) if d != file.parent]
+        instead = (f"resume from another of the run's checkpoints, e.g. "
+                   f"resume_from_checkpoint={found[-1]}" if found else
+                   "start the run afresh (overwrite_output_dir)")
+        raise ValueError(
+            f"the checkpoint file {file} cannot be read ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:120] if str(err) else 'no message'}): the "
+            f"checkpoint is damaged or incomplete; {instead}.") from err
 
 
 def _save_model(model, folder: Path) -> None:
@@ -128,13 +153,21 @@ def _save_model(model, folder: Path) -> None:
             hf_logging.enable_progress_bar()
 
 
-def _load_model(model, path: Path, device) -> None:
-    """Load the ``*.safetensors`` weights in ``path`` into ``model`` (tied ones too)."""
+def _read_weights(path: Path, device) -> dict:
+    """The tensors of every ``*.safetensors`` file in ``path``, by name."""
     from safetensors.torch import load_file
 
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        read_file(path / "model.safetensors", lambda f: f.open())  # names the file
     weights = {}
-    for file in sorted(path.glob("*.safetensors")):
-        weights.update(load_file(file, device=str(device)))
+    for file in files:
+        weights.update(read_file(file, lambda f: load_file(f, device=str(device))))
+    return weights
+
+
+def _load_model(model, path: Path, weights: dict) -> None:
+    """Load ``weights``, read from ``path``, into ``model`` (tied ones too)."""
     missing, unexpected = model.load_state_dict(weights, strict=False)
     tied = set(getattr(model, "all_tied_weights_keys", {}) or {})
     tied |= set(getattr(model, "_tied_weights_keys", None) or [])

@@ -472,6 +472,29 @@ def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path):
     assert pd.read_csv(tmp_path / "run" / "metrics.csv")["step"].tolist() == [1, 2, 3]
 
 
+@pytest.mark.parametrize("damaged", ["model.safetensors", "optimizer.pt",
+                                     "scheduler.pt", "rng_state.pt",
+                                     "trainer_state.json"])
+def test_a_damaged_checkpoint_is_named_and_changes_nothing(tokenizer, tmp_path,
+                                                          damaged):
+    """A checkpoint file cut short (a full disk, a partial copy) is one error that
+    names it and the run's other checkpoint, raised before anything is restored."""
+    model = random_model(tokenizer, size="micro", seed=0)
+    GRPOTrainer(model, tokenizer, [digit_share],
+                _config(tmp_path, max_steps=2, save_every=1), ROWS).train()
+    checkpoint = tmp_path / "run" / "checkpoint-2"
+    file = checkpoint / damaged
+    file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+    fresh = random_model(tokenizer, size="micro", seed=1)
+    before = _params(fresh)
+    trainer = GRPOTrainer(fresh, tokenizer, [digit_share], _config(
+        tmp_path, max_steps=3, resume_from_checkpoint=str(checkpoint)), ROWS)
+    with pytest.raises(ValueError, match=f"checkpoint file .*{damaged} cannot be "
+                                         f"read .*damaged or incomplete.*checkpoint-1"):
+        trainer.train()
+    assert torch.equal(_params(fresh), before)
+
+
 def test_ctrl_c_saves_a_checkpoint_that_resumes_exactly(tokenizer, tmp_path):
     calls = {"n": 0}
 
