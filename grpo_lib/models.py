@@ -197,7 +197,13 @@ def load_model_and_tokenizer(name_or_path: str | Path, device: str = "cpu",
         with contextlib.nullcontext(True) if looks_local else hub_access() as online:
             tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
             model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
-    except OSError as err:
+    except Exception as err:  # noqa: BLE001 -- hub, file and format errors alike
+        if looks_local:  # e.g. a SafetensorError: a weights file cut short
+            raise OSError(
+                f"Could not load the model folder {path}: {type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else ''}. A file in it may be "
+                f"damaged or incomplete; make it again (for the book's models, "
+                f"data/README.md gives the commands).") from err
         where = ("the hub may be out of reach" if online else
                  "the hub is out of reach from here and the model is not in the cache")
         raise OSError(

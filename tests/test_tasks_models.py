@@ -188,3 +188,18 @@ def test_exercise_checkers_accept_the_solution_and_reject_the_mistake():
         lambda q: evaluate_expression(q) != evaluate_expression(q, False))
     with pytest.raises(AssertionError, match="expected"):
         check_precedence_matters(lambda q: "*" in q)
+
+
+def test_a_damaged_model_folder_is_one_clear_error(tmp_path):
+    from grpo_lib.models import (build_tokenizer, load_model_and_tokenizer,
+                                 random_model)
+
+    folder = tmp_path / "micro"
+    random_model(build_tokenizer(), size="micro", seed=0).save_pretrained(folder)
+    build_tokenizer().save_pretrained(folder)
+    load_model_and_tokenizer(folder)  # loads while whole
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(OSError, match="model folder .*micro: SafetensorError.*damaged "
+                                      "or incomplete"):
+        load_model_and_tokenizer(folder)
