@@ -76,4 +76,3 @@ def test_a_hub_model_without_a_hub_fails_at_once(no_hub, tmp_path, monkeypatch, 
         load_model_and_tokenizer("Qwen/Qwen2.5-0.5B-Instruct")
     assert time.perf_counter() - start < 20
     assert "Retrying" not in capfd.readouterr().err
-
