@@ -203,3 +203,25 @@ def test_a_damaged_model_folder_is_one_clear_error(tmp_path):
     with pytest.raises(OSError, match="model folder .*micro: SafetensorError.*damaged "
                                       "or incomplete"):
         load_model_and_tokenizer(folder)
+
+
+def test_a_damaged_split_file_names_its_line(tmp_path):
+    from grpo_lib.tasks import arithmetic, countdown, read_jsonl
+
+    good = tmp_path / "rows.jsonl"
+    good.write_text('{"question": "1 + 2", "answer": "3"}\n\n{"question": "x"}\n')
+    assert read_jsonl(good) == [{"question": "1 + 2", "answer": "3"},
+                                {"question": "x"}]  # blank lines skipped
+    for module, source in ((arithmetic, arithmetic.DATA_DIR),
+                           (countdown, countdown.DATA_DIR)):
+        folder = tmp_path / module.__name__.rsplit(".", 1)[-1]
+        folder.mkdir()
+        rows = (source / "test.jsonl").read_text().splitlines()[:3]
+        (folder / "test.jsonl").write_text("\n".join(rows + ['{"question": "1 +'])
+                                           + "\n")
+        with pytest.raises(ValueError, match=r"test.jsonl line 4 is not a JSON "
+                                             r"object .*make the file again"):
+            module.load_split("test", data_dir=folder)
+    (tmp_path / "list.jsonl").write_text("[1, 2]\n")
+    with pytest.raises(ValueError, match="line 1 is not a JSON object"):
+        read_jsonl(tmp_path / "list.jsonl")

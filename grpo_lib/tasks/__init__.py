@@ -19,6 +19,24 @@ def write_jsonl(rows: Iterable[dict], path: str | Path) -> Path:
     return path
 
 
+def read_jsonl(path: str | Path) -> list[dict]:
+    """The JSON objects of the file at ``path``, one per non-blank line. A line that
+    is not one (a file cut short, edited by hand) is a ``ValueError`` naming the file,
+    the line and how to make the file again."""
+    rows = []
+    for number, line in enumerate(Path(path).read_text("utf-8").splitlines(), 1):
+        try:
+            row = json.loads(line) if line.strip() else {}
+        except json.JSONDecodeError as err:
+            row = err
+        if not isinstance(row, dict):
+            raise ValueError(f"{path} line {number} is not a JSON object ({row}); "
+                             f"make the file again (data/README.md gives the command).")
+        if row:
+            rows.append(row)
+    return rows
+
+
 def load_task_split(task: str = "arithmetic", split: str = "train"):
     """A task's split as a ``datasets.Dataset`` (columns: question, answer, prompt,
     ...). ``arithmetic_zh`` asks the same problems in Chinese, ``arithmetic_bilingual``

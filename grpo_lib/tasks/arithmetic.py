@@ -14,10 +14,11 @@ Two prompt styles, as in the R1 paper's setting and in chat models:
 """
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import read_jsonl
 
 OPS = ("+", "-", "*")
 DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "arithmetic"
@@ -306,8 +307,7 @@ def read_rows(split: str = "train", data_dir: str | Path = DATA_DIR) -> list[dic
         raise FileNotFoundError(
             f"{path} does not exist. Create the splits with "
             f"`python -m grpo_lib make-data --out {Path(data_dir)}`.")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
+    return read_jsonl(path)  # a damaged line: an error that names it
 
 
 PROMPT_LANGUAGES = {  # language of a split's questions -> prompt of row i

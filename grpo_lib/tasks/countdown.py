@@ -16,15 +16,15 @@ are made by ``python -m grpo_lib make-data --stage countdown`` and live in
 from __future__ import annotations
 
 import itertools
-import json
 import random
 import re
 from fractions import Fraction
 from pathlib import Path
 from typing import Sequence
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "countdown"
+from . import read_jsonl
 
+DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "countdown"
 USER_TEMPLATE = (
     "Using the numbers {numbers}, create an equation that equals {target}. You can "
     "use basic arithmetic operations (+, -, *, /) and each number can only be used "
@@ -152,8 +152,8 @@ def load_split(split: str = "train", data_dir: str | Path = DATA_DIR):
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist. Create the splits with "
                                 f"`python -m grpo_lib make-data --stage countdown`.")
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8")
-            .splitlines() if line.strip()]
+    # a damaged line is an error that names it (read_jsonl)
+    rows = read_jsonl(path)
     for r in rows:
         r["prompt"] = countdown_prompt(r["numbers"], r["target"])
         r["question"] = f"{r['numbers']} -> {r['target']}"
