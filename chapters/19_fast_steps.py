@@ -30,7 +30,7 @@
 # 5. **each prompt once**: in the rollout's prefill and in the update, where a group's
 #    G completions share their prompt;
 # 6. **before and after**: the sampler and whole steps, measured here, beside TRL,
-#    and the update's products by packed weights;
+#    the update's products by packed weights, and the update compiled;
 # 7. **numerics**: the sampler's log-probs against the trainer's, and the truncated
 #    importance-sampling correction TRL applies for their gap;
 # 8. **chapter 7 again**, with the fast path: a worked example of telling a real
@@ -51,6 +51,7 @@ print_environment()
 # %%
 import copy
 import functools
+import os
 import tempfile
 import time
 
@@ -664,6 +665,73 @@ say(f"With the weights packed the micro-batch takes "
                  + ("those." if paying else "nothing.")
                  if packed_ok and hf.device.type == "cpu" else
                  ": the same path, as packing applies to float32 on a CPU only."))
+
+# %% [markdown]
+# (ch19-compile)=
+# ### Compiling the update
+#
+# Most of the update's time is not in its products but in the small element-wise
+# operators around them: the norms, RoPE, SwiGLU's gate, the log-softmax, and each
+# one's backward. `torch.compile` traces `group_logprobs` and its backward into a few
+# fused kernels, which a C++ compiler on the machine builds. Time the micro-batch
+# above eager and compiled. The first compiled call compiles, here into an empty
+# cache, as on a first run; the next calls run the kernels. Then give it completions
+# 16 tokens shorter, as the next step of a run does when its longest completion is
+# shorter:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def plain_logprobs(*args):  # a compiled graph takes plain weights, not packed copies
+    return group_logprobs(*args, packed=False)
+
+
+def update_seconds(fn, width):
+    hf.zero_grad()
+    start = time.perf_counter()
+    fn(hf, gp_ids, gp_mask, c_ids[:, :width], c_mask[:, :width]).sum().backward()
+    return time.perf_counter() - start
+
+
+compile_rows = {}
+if P.is_smoke:  # compiling takes minutes; the other profiles measure it
+    print("smoke profile: not compiled")
+else:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()  # nothing cached
+    torch._dynamo.reset()
+    compiled = torch.compile(plain_logprobs)
+    for width in (LENGTH, LENGTH - 16):
+        first = update_seconds(compiled, width)
+        eager_ms, compiled_ms = (1e3 * min(update_seconds(fn, width) for _ in range(5))
+                                 for fn in (plain_logprobs, compiled))
+        compile_rows[f"completions of {width} tokens"] = {
+            "first compiled call (s)": first, "eager (ms)": eager_ms,
+            "compiled (ms)": compiled_ms}
+    display(pd.DataFrame(compile_rows).T.round(1))
+
+# %%
+ch07_metrics = load_run("ch07_r1_zero_cpu").metrics
+widths = ch07_metrics["completion_length_max"].nunique()
+if compile_rows:
+    a, b = compile_rows.values()
+    cut = 1 - a["compiled (ms)"] / a["eager (ms)"]
+    saved = cut * ch07_metrics["time_update"].sum()
+    cost = a["first compiled call (s)"] + b["first compiled call (s)"]
+    say(f"Compiled, the micro-batch's forward and backward take "
+        f"{a['compiled (ms)']:.0f} ms against {a['eager (ms)']:.0f} ms eager, "
+        f"{a['eager (ms)'] / a['compiled (ms)']:.2f} times as fast. Compiling took "
+        f"{a['first compiled call (s)']:.0f} s, and the shorter completions took "
+        f"{b['first compiled call (s)']:.0f} s on their first call. Chapter 7's "
+        f"run rolled out completions of {widths} different widths in its "
+        f"{len(ch07_metrics)} steps, and its updates took "
+        f"{ch07_metrics['time_update'].sum():.0f} s in all: cut by {cut:.0%}, that "
+        f"would save about {saved:.0f} s, "
+        + ("less than the first two widths cost to compile here. So the library does "
+           "not compile the update: compiling pays where the shapes are fixed, as in "
+           "the benchmark's steps, and where compiled kernels are kept from run to "
+           "run." if saved < cost else
+           f"more than the first two widths cost to compile here ({cost:.0f} s)."))
+else:
+    print(f"chapter 7's run rolled out completions of {widths} different widths")
 
 # %% [markdown]
 # Each decode step also reads the whole key/value cache of every layer, a cost that
@@ -1626,6 +1694,10 @@ say(f"The fast rollout cut the steps' time from "
 #   machines of `benchmarks/README.md` and lost to it on an Intel one, so the library
 #   measures before it packs; in bfloat16 the formula's attention beat the fused
 #   kernel in the backward pass.
+# - Compiling fuses the small operators that most of the update's time goes to, but
+#   a compiled graph is built for the shapes it saw, and a run's completion widths
+#   change from step to step. Count what a compile costs against what it saves over
+#   the whole run, not per call.
 # - A sampler and a trainer never compute exactly the same log-probs. Measure the gap
 #   before correcting for it: here the importance weights that TRL applies for it
 #   stay within a few percent of 1, even with a bfloat16 sampler.
