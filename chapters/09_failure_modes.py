@@ -1253,21 +1253,22 @@ pd.DataFrame(remedy_rows).set_index("run")
 groups = [["mu = 1 (chapter 7)", "entropy bonus 0.02", "temperature 1.2"],
           ["mu = 2 (chapter 8)", "mu = 2, clip-higher 0.28"],
           ["64-token limit", "64 tokens, overlong filter"]]
-fig, axes = plt.subplots(2, 3, figsize=(7.3, 5.0), sharex=True, sharey="row",
+fig, axes = plt.subplots(3, 2, figsize=(7.3, 7.8), sharex=True, sharey="col",
                          constrained_layout=True)
-for col, labels in enumerate(groups):
+for row, labels in enumerate(groups):
     for label in labels:
         color = None
         for seed, (m, _) in enumerate(remedy_runs[label]):
-            line, = axes[0, col].plot(m["step"], m["entropy"].rolling(10, 1).mean(),
+            line, = axes[row, 0].plot(m["step"], m["entropy"].rolling(10, 1).mean(),
                                       color=color, label=label if seed == 0 else None)
             color = line.get_color()
-            axes[1, col].plot(m["step"], m["zero_std_frac"].rolling(10, 1).mean(),
+            axes[row, 1].plot(m["step"], m["zero_std_frac"].rolling(10, 1).mean(),
                               color=color)
-    axes[0, col].legend(fontsize=7, loc="upper right")
-    axes[1, col].set_xlabel("step")
-axes[0, 0].set_ylabel("entropy (nats/token)")
-axes[1, 0].set_ylabel("zero_std_frac")
+    axes[row, 0].legend(fontsize=9, loc="upper right")
+axes[0, 0].set_title("entropy (nats/token)", fontsize=10)
+axes[0, 1].set_title("zero_std_frac", fontsize=10)
+for ax in axes[-1]:
+    ax.set_xlabel("step")
 for ax in axes.flat:
     ax.grid(alpha=0.3)
 fig.suptitle("One remedy at a time, two seeds each (10-step means)", fontsize=10)
