@@ -352,7 +352,7 @@ axes[0].set(xlabel="step", ylabel="share of sampled completions",
 axes[1].set(xlabel="step", ylabel="tokens", title="Sampled completion length")
 for ax in axes:
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=9)
 plt.show()
 
 # %%
@@ -484,7 +484,7 @@ for ax, w in zip(axes, SIGNED):
     ax.grid(alpha=0.3)
 axes[0].set_ylabel("share of sampled completions")
 axes[0].set_ylim(0, 1)
-axes[0].legend(fontsize=7)
+axes[0].legend(fontsize=9)
 plt.show()
 
 # %%
@@ -584,7 +584,7 @@ for ax in axes.flat:
     ax.grid(alpha=0.3)
 for ax in axes[1]:
     ax.set_xlabel("step")
-axes[0, 0].legend(fontsize=7)
+axes[0, 0].legend(fontsize=9)
 fig.suptitle("Think-longer bonus, two seeds (10-step means)", fontsize=10)
 plt.show()
 
@@ -1126,7 +1126,7 @@ for ax in axes:
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
 handles, labels = axes[0].get_legend_handles_labels()
-fig.legend(handles, labels, fontsize=8, ncol=2, loc="outside lower center")
+fig.legend(handles, labels, fontsize=9, ncol=2, loc="outside lower center")
 plt.show()
 
 # %% [markdown]

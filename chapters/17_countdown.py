@@ -1268,7 +1268,7 @@ def finish_round_plot(ax, title):
     """A line at step 100, where the second round starts, then labels and grid."""
     ax.axvline(100, color="0.6", lw=0.8, ls="--")
     ax.set(xlabel="step", ylabel="training success (20-step mean)", title=title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     ax.grid(alpha=0.3)
     ax.figure.tight_layout()
     plt.show()
@@ -1921,7 +1921,7 @@ for name, color, runs in (("answer reward", "C0", spelled_runs),
                 color=color, label=name if i == 0 else None)
 ax.set(xlabel="step", ylabel="training success (20-step mean)",
        title="The spelled base's first round, with and without the penalty")
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 ax.grid(alpha=0.3)
 fig.tight_layout()
 plt.show()
@@ -2206,11 +2206,11 @@ ax.scatter(glance["rise greedy"], rows, color="C3", marker="|", s=150,
 ax.scatter(glance["room"], rows, color="black", marker="x", s=22,
            label="the base's room: 1 of 4 minus sampled")
 ax.axvline(0, color="black", lw=0.8)
-ax.set_yticks(rows, glance.index, fontsize=8)
+ax.set_yticks(rows, glance.index, fontsize=9)
 ax.set(xlabel="rise in held-out success from the try's own base (points)",
        title="Every try of this chapter")
 ax.grid(axis="x", alpha=0.3)
-ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.4, -0.1), ncol=2)
+ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.4, -0.1), ncol=2)
 fig.tight_layout()
 plt.show()
 
@@ -2292,7 +2292,7 @@ for i, (k, h) in enumerate(hacks.items()):
             label=k)
 ax.set(xlabel="step", ylabel="share of sampled answers (10-step mean)",
        title="Right value, wrong numbers")
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 fig.tight_layout()
 plt.show()
 counted = {k: int(round((h * per_step).sum())) for k, h in hacks.items()}
