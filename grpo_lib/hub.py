@@ -22,6 +22,7 @@ import functools
 import os
 import socket
 import sys
+import threading
 from urllib.parse import urlsplit
 
 __all__ = ["OFFLINE_VARIABLES", "offline_requested", "hub_reachable", "hub_access"]
@@ -37,13 +38,25 @@ def offline_requested() -> bool:
     return any(os.environ.get(name, "").upper() in _TRUE for name in OFFLINE_VARIABLES)
 
 
-@functools.lru_cache(maxsize=None)
-def _answers(host: str, port: int, timeout: float) -> bool:
+def _connects(host: str, port: int, timeout: float) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
     except OSError:  # no DNS, refused, unreachable, timed out
         return False
+
+
+@functools.lru_cache(maxsize=None)
+def _answers(host: str, port: int, timeout: float) -> bool:
+    """Whether ``host:port`` accepts a connection within ``timeout`` seconds, the
+    name's lookup included (a socket's timeout does not cover a hanging resolver, so
+    the attempt runs in a daemon thread that is left behind if it hangs)."""
+    result: list[bool] = []
+    worker = threading.Thread(target=lambda: result.append(
+        _connects(host, port, timeout)), daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return bool(result and result[0])
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:

@@ -76,3 +76,15 @@ def test_a_hub_model_without_a_hub_fails_at_once(no_hub, tmp_path, monkeypatch, 
         load_model_and_tokenizer("Qwen/Qwen2.5-0.5B-Instruct")
     assert time.perf_counter() - start < 20
     assert "Retrying" not in capfd.readouterr().err
+
+
+def test_a_hanging_name_lookup_is_out_of_reach_in_time(no_hub, monkeypatch):
+    """The socket's timeout does not cover the resolver; the probe's own does."""
+    def hangs(*args, **kwargs):
+        time.sleep(30)
+
+    monkeypatch.setattr(hub.socket, "create_connection", hangs)
+    monkeypatch.setattr(constants, "ENDPOINT", "https://hangs.example")
+    start = time.perf_counter()
+    assert not hub.hub_reachable(timeout=0.5)
+    assert time.perf_counter() - start < 5
