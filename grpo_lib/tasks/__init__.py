@@ -25,15 +25,16 @@ def read_jsonl(path: str | Path) -> list[dict]:
     the line and how to make the file again."""
     rows = []
     for number, line in enumerate(Path(path).read_text("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
         try:
-            row = json.loads(line) if line.strip() else {}
+            row = json.loads(line)
         except json.JSONDecodeError as err:
             row = err
         if not isinstance(row, dict):
             raise ValueError(f"{path} line {number} is not a JSON object ({row}); "
                              f"make the file again (data/README.md gives the command).")
-        if row:
-            rows.append(row)
+        rows.append(row)
     return rows
 
 
