@@ -133,7 +133,7 @@ def decode_step_ops(model, tokenizer, prompts, decode_fn, new: int = 8) -> dict:
     from .sampling import generate
 
     def counts(n):
-        with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        with quiet_profile() as prof:
             generate(model, tokenizer, prompts, num_generations=2, max_new_tokens=n,
                      seed=0, ignore_eos=True, decode_fn=decode_fn)
         return {e.key: e.count for e in prof.key_averages()
