@@ -159,10 +159,10 @@ class GRPOConfig(YAMLConfig):
     """Never stop early: every completion is max_completion_length long (benchmarks)."""
     generation_batch_size: int | None = None
     """Rows decoded together in the rollout (memory knob); ``None``: all at once."""
-    rollout_engine: str = "transformers"
-    """Model that samples: "transformers" (the policy), "scratch" (grpo_lib.qwen2
-    over the policy's own weight tensors, static KV cache; same samples, faster) or
-    "fast" (grpo_lib.fast_decode's step, replayed as a CUDA graph on a GPU)."""
+    rollout_engine: str = "fast"
+    """Model that samples: "fast" (grpo_lib.fast_decode's step on the policy's weights,
+    chapter 19: the tokens of "transformers", faster), "transformers" (the policy in
+    chapter 6's loop) or "scratch" (grpo_lib.qwen2 with a static KV cache)."""
     rollout_sampler: str = "multinomial"
     """How the "fast" engine draws a token: "multinomial" (``torch.multinomial``'s
     tokens, the standard path's, drawn faster on a CPU by ``sample_multinomial``),

@@ -288,8 +288,10 @@ def test_fast_engine_with_multinomial_trains_the_standard_run(tmp_path):
     columns = [c for c in runs["fast"].columns if not c.startswith("time_")]
     pd.testing.assert_frame_equal(runs["fast"][columns], runs["transformers"][columns])
     with pytest.raises(ValueError, match="read by rollout_engine='fast' only"):
-        GRPOConfig(rollout_sampler="inverse_cdf").validate()
+        GRPOConfig(rollout_engine="transformers",
+                   rollout_sampler="inverse_cdf").validate()
     assert GRPOConfig().rollout_sampler == "multinomial"
+    GRPOConfig(rollout_sampler="inverse_cdf").validate()  # the default engine reads it
 
 
 def test_decode_fast_refuses_use_cache_false(prompts):
@@ -330,7 +332,7 @@ def test_fast_engine_trains_and_samples_with_the_latest_weights(tmp_path):
 def test_race_is_a_fast_engine_sampler():
     GRPOConfig(rollout_engine="fast", rollout_sampler="race").validate()
     with pytest.raises(ValueError, match="read by rollout_engine='fast' only"):
-        GRPOConfig(rollout_sampler="race").validate()
+        GRPOConfig(rollout_engine="scratch", rollout_sampler="race").validate()
 
 
 def test_sampling_probs_is_the_tempered_nucleus():

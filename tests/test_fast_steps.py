@@ -100,7 +100,7 @@ def test_static_decode_refuses_use_cache_false(tokenizer):
 def test_rollout_engine_is_validated():
     with pytest.raises(ValueError, match="rollout_engine='vllm'; choose one of"):
         GRPOConfig(rollout_engine="vllm").validate()
-    assert GRPOConfig().rollout_engine == "transformers"  # off by default
+    assert GRPOConfig().rollout_engine == "fast"  # on by default: chapter 19 proves it
 
 
 class Doubled(torch.nn.Linear):

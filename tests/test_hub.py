@@ -2,6 +2,7 @@
 retries), with the book's message, and the libraries' offline switches come back."""
 from __future__ import annotations
 
+import socket
 import time
 
 import datasets
@@ -82,6 +83,7 @@ def test_a_hanging_name_lookup_is_out_of_reach_in_time(no_hub, monkeypatch):
     """The socket's timeout does not cover the resolver; the probe's own does."""
     def hangs(*args, **kwargs):
         time.sleep(30)
+        raise socket.gaierror("the lookup gave up")  # as a resolver ends, at last
 
     monkeypatch.setattr(hub.socket, "create_connection", hangs)
     monkeypatch.setattr(constants, "ENDPOINT", "https://hangs.example")
