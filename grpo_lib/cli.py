@@ -26,7 +26,7 @@ def _setup_errors(command: str):
         raise SystemExit(2) from None
 
 
-def _at_least(low: float, kind=int, strict: bool = False):
+def at_least(low: float, kind=int, strict: bool = False):
     """An argparse type: a ``kind`` number >= ``low`` (> ``low`` if ``strict``), else
     argparse's one-line error. Without it a count of 0 would be taken for the default,
     and a negative one would write an empty data split."""
@@ -215,19 +215,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None,
                    help="folder (default data/arithmetic, data/cold_start, "
                         "data/skills or data/countdown)")
-    p.add_argument("--n-train", type=_at_least(1), default=None,
+    p.add_argument("--n-train", type=at_least(1), default=None,
                    help="training rows (defaults: 20000 problems; 4000 conversations; "
                         "500 per skill)")
-    p.add_argument("--n-test", type=_at_least(1), default=None,
+    p.add_argument("--n-test", type=at_least(1), default=None,
                    help="held-out rows (defaults: 1000 problems; 100 per skill)")
-    p.add_argument("--seed", type=_at_least(0), default=0)
+    p.add_argument("--seed", type=at_least(0), default=0)
     p.set_defaults(func=_make_data)
 
     p = sub.add_parser("make-sft-data",
                        help="write arithmetic conversations (R1 format) for SFT")
     p.add_argument("--out", default="data/sft/arithmetic_r1_chat.jsonl")
     p.add_argument("--split", default="train", choices=["train", "test"])
-    p.add_argument("--n", type=_at_least(1), default=200, help="the first N problems")
+    p.add_argument("--n", type=at_least(1), default=200, help="the first N problems")
     p.set_defaults(func=_make_sft_data)
 
     p = sub.add_parser("pretrain",
@@ -244,17 +244,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None,
                    help="checkpoint folder (default data/models/<size>-qwen2-base, "
                         "or <size>-qwen2-countdown-base)")
-    p.add_argument("--steps", type=_at_least(1), default=None,
+    p.add_argument("--steps", type=at_least(1), default=None,
                    help="optimizer steps (default: the size's)")
-    p.add_argument("--batch-size", type=_at_least(1), default=None)
-    p.add_argument("--lr", type=_at_least(0.0, float, strict=True), default=None)
-    p.add_argument("--seed", type=_at_least(0), default=0)
+    p.add_argument("--batch-size", type=at_least(1), default=None)
+    p.add_argument("--lr", type=at_least(0.0, float, strict=True), default=None)
+    p.add_argument("--seed", type=at_least(0), default=0)
     p.add_argument("--device", default=None,
                    help="cpu or cuda (default: the profile's)")
-    p.add_argument("--eval-n", type=_at_least(0), default=500,
+    p.add_argument("--eval-n", type=at_least(0), default=500,
                    help="held-out problems for the model card")
     p.add_argument("--save-dtype", default="float32", choices=["float32", "bfloat16"])
-    p.add_argument("--save-every", type=_at_least(0), default=0,
+    p.add_argument("--save-every", type=at_least(0), default=0,
                    help="checkpoint every N steps in <out>.tmp (0: only on Ctrl-C)")
     p.add_argument("--resume-from-checkpoint", default=None, metavar="PATH|latest",
                    help="go on from a checkpoint of an interrupted run")
@@ -265,22 +265,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "card", help="evaluate a pretrained checkpoint and rewrite its model card")
     p.add_argument("path")
-    p.add_argument("--eval-n", type=_at_least(0), default=500)
-    p.add_argument("--seed", type=_at_least(0), default=0)
+    p.add_argument("--eval-n", type=at_least(0), default=500)
+    p.add_argument("--seed", type=at_least(0), default=0)
     p.set_defaults(func=_card)
 
     p = sub.add_parser("eval", help="evaluate a checkpoint with the harness")
     p.add_argument("--model", required=True, help="checkpoint folder or hub name")
     p.add_argument("--task", default="arithmetic")
     p.add_argument("--split", default="test")
-    p.add_argument("--n", type=_at_least(1), default=500)
-    p.add_argument("--batch-size", type=_at_least(1), default=64)
-    p.add_argument("--max-new-tokens", type=_at_least(1), default=96)
-    p.add_argument("--samples", type=_at_least(0), default=0,
+    p.add_argument("--n", type=at_least(1), default=500)
+    p.add_argument("--batch-size", type=at_least(1), default=64)
+    p.add_argument("--max-new-tokens", type=at_least(1), default=96)
+    p.add_argument("--samples", type=at_least(0), default=0,
                    help="also sample K completions per prompt")
-    p.add_argument("--temperature", type=_at_least(0.0, float), default=1.0)
+    p.add_argument("--temperature", type=at_least(0.0, float), default=1.0)
     p.add_argument("--prompt-format", default="chat", choices=["chat", "r1_zero"])
-    p.add_argument("--seed", type=_at_least(0), default=0)
+    p.add_argument("--seed", type=at_least(0), default=0)
     p.add_argument("--dtype", default="auto", choices=EVAL_DTYPES,
                    help="weights' dtype, as the trainer's model_dtype: auto (as "
                         "stored: a bfloat16 base stays bfloat16) or float32, as the "
@@ -330,8 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="e.g. data/models/tiny-qwen2-cold-start")
     p.add_argument("--command-line", default=None,
                    help="the command that made the run, for the card")
-    p.add_argument("--eval-n", type=_at_least(0), default=500)
-    p.add_argument("--max-new-tokens", type=_at_least(1), default=128)
+    p.add_argument("--eval-n", type=at_least(0), default=500)
+    p.add_argument("--max-new-tokens", type=at_least(1), default=128)
     p.set_defaults(func=_export)
 
     from .rejection import add_rejection_parser

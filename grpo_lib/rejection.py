@@ -509,7 +509,7 @@ def rejection_sample_from_args(args: argparse.Namespace) -> pd.DataFrame:
 
 def add_rejection_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``rejection-sample`` subcommand to the CLI's ``subparsers``."""
-    from .cli import _at_least  # counts below 1 are argparse errors
+    from .cli import at_least  # counts below 1 are argparse errors
 
     p = subparsers.add_parser(
         "rejection-sample",
@@ -519,16 +519,16 @@ def add_rejection_parser(subparsers) -> argparse.ArgumentParser:
                    help="the filters and the SFT rows' user turn follow the task "
                         "(DEFAULT_FILTERS or COUNTDOWN_FILTERS)")
     p.add_argument("--split", default="train")
-    p.add_argument("--n", type=_at_least(1), default=500, help="the first N prompts")
-    p.add_argument("--k", type=_at_least(1), default=SAMPLES_PER_PROMPT,
+    p.add_argument("--n", type=at_least(1), default=500, help="the first N prompts")
+    p.add_argument("--k", type=at_least(1), default=SAMPLES_PER_PROMPT,
                    help="samples per prompt")
-    p.add_argument("--temperature", type=_at_least(0.0, float), default=1.0)
-    p.add_argument("--max-new-tokens", type=_at_least(1), default=96)
-    p.add_argument("--batch-size", type=_at_least(1), default=64)
+    p.add_argument("--temperature", type=at_least(0.0, float), default=1.0)
+    p.add_argument("--max-new-tokens", type=at_least(1), default=96)
+    p.add_argument("--batch-size", type=at_least(1), default=64)
     p.add_argument("--prompt-format", default="chat", choices=["chat", "r1_zero"])
-    p.add_argument("--max-per-prompt", type=_at_least(1), default=None,
+    p.add_argument("--max-per-prompt", type=at_least(1), default=None,
                    help="keep at most this many (the shortest) per prompt")
-    p.add_argument("--seed", type=_at_least(0), default=0)
+    p.add_argument("--seed", type=at_least(0), default=0)
     p.add_argument("--out", default="data/sft/rejection_sampled.jsonl")
     p.add_argument("--control-out", default=None,
                    help="also write a random unfiltered control of the same size")
