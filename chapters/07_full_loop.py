@@ -325,7 +325,8 @@ cfg = load_config(CONFIG_PATH, OVERRIDES)
 shown = ["per_step_prompts", "num_generations", "max_completion_length", "temperature",
          "loss_type", "scale_rewards", "beta", "epsilon", "num_iterations",
          "learning_rate", "lr_scheduler_type", "warmup_steps", "max_steps",
-         "micro_batch_size", "reward_funcs", "reward_weights", "seed"]
+         "micro_batch_size", "reward_funcs", "reward_weights", "seed",
+         "rollout_engine"]
 print(pd.Series({k: str(getattr(cfg, k)) for k in shown}).to_string())
 
 # %% [markdown]
@@ -353,7 +354,10 @@ before
 # that step's completions go to `samples.jsonl` and a few of the first group's are
 # printed; every `print_every` steps a one-line summary is printed. The cell measures
 # the training time itself; on a CPU it takes minutes (the next table compares it with
-# the same config on a GPU).
+# the same config on a GPU). The trainer rolls out with its default engine,
+# `rollout_engine="fast"`: the decode step of {doc}`chapter 19 <19_fast_steps>`, which
+# computes the logits of chapter 6's loop with fewer operations and draws each token as
+# `torch.multinomial` does. {ref}`ch07-engines` checks what that changes.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -369,7 +373,8 @@ print(f"trained {trainer.step} steps in {train_seconds:.0f} s "
 # Where does the time go? Every step logs how long its generation and its update
 # took. The same table for two runs of this config on an H100 GPU, stored in
 # `data/runs/` with their logs (the whole chapter executed on an H100 is in
-# `data/runs/ch07_gpu_h100/`):
+# `data/runs/ch07_gpu_h100/`), and for this config and seed rolled out by chapter 6's
+# loop (`rollout_engine=transformers`):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -386,15 +391,10 @@ for gpu_run in sorted((ROOT / "data" / "runs").glob("r1_zero_tiny_h100_seed*")):
     card = (gpu_run / "README.md").read_text()  # its table names the device
     device = re.search(r"^\| device \| (.+?) \|$", card, flags=re.M).group(1)
     times[gpu_run.name] = step_times(gpu_run, device)
-scratch_run = ROOT / "data" / "runs" / "ch07_r1_zero_scratch_cpu"  # scratch rollouts
-times[scratch_run.name] = step_times(scratch_run, "CPU, 1 thread, scratch rollout")
-side_by_side = {}  # chapter 19: the fast path and this path, same seed, run together
-for seed in (4, 5):
-    for path, name in (("this path", f"ch07_r1_zero_seed{seed}_cpu"),
-                       ("fast path", f"ch07_r1_zero_fast_seed{seed}_cpu")):
-        side_by_side[name] = (path, seed)
-        times[name] = step_times(ROOT / "data" / "runs" / name,
-                                 f"CPU, 1 thread, {path} (ch. 19)")
+loop_run = ROOT / "data" / "runs" / "ch07_r1_zero_transformers_cpu"  # chapter 6's loop
+card = (loop_run / "README.md").read_text()
+loop_device = re.search(r"^\| device \| (.+?) \|$", card, flags=re.M).group(1)
+times[loop_run.name] = step_times(loop_run, loop_device)
 times = pd.DataFrame(times).T
 gpu = times.loc[[name for name in times.index if "h100" in name]]
 say(f"On the H100 the {int(gpu.steps.iloc[0])} steps took "
@@ -404,34 +404,13 @@ say(f"On the H100 the {int(gpu.steps.iloc[0])} steps took "
     f"leaves the GPU idle while it decodes one token at a time. Here, on "
     f"{times.loc['this run', 'device']}, the steps took "
     f"{times.loc['this run', 'training (s)']:.0f} s.")
-scratch = times.loc[scratch_run.name]
-scratch_eval = pd.read_csv(scratch_run / "eval.csv").iloc[-1]
-say(f"The row `{scratch_run.name}` is this config run from the command line with "
-    f"`rollout_engine=scratch`: rollouts decoded by the from-scratch Qwen2 of "
-    f"chapter 16 over the policy's own weights, with a static KV cache. It samples "
-    f"the same tokens, so it reaches the same held-out "
-    f"strict accuracy ({scratch_eval['strict_acc']:.3f}); its generation takes "
-    f"{scratch['generation per step (s)']:.2f} s per step against "
+loop = times.loc[loop_run.name]
+say(f"The row `{loop_run.name}` is this config and seed from the command line with "
+    f"`rollout_engine=transformers`, on {loop_device}: its generation took "
+    f"{loop['generation per step (s)']:.2f} s per step against "
     f"{times.loc['this run', 'generation per step (s)']:.2f} s here, and its "
-    f"{int(scratch['steps'])} steps {scratch['training (s)']:.0f} s.")
-pair = pd.DataFrame({
-    "path": {name: path for name, (path, _) in side_by_side.items()},
-    "seed": {name: seed for name, (_, seed) in side_by_side.items()},
-    "steps (s)": times.loc[list(side_by_side), "training (s)"],
-    "generation (s/step)": times.loc[list(side_by_side), "generation per step (s)"],
-    "strict": {name: pd.read_csv(ROOT / "data" / "runs" / name / "eval.csv")
-               .iloc[-1]["strict_acc"] for name in side_by_side}})
-by_path = pair.groupby("path")[["steps (s)", "generation (s/step)"]].mean()
-say(f"The last four rows are chapter 19's fast path (a faster decode step, and each "
-    f"group's prompt computed once in the update) and this path, seeds 4 and 5, each "
-    f"fast run side by side with the run of the same seed on this path, one thread "
-    f"each: {by_path.loc['fast path', 'steps (s)']:.0f} s of steps on average "
-    f"against {by_path.loc['this path', 'steps (s)']:.0f} s, generation "
-    f"{by_path.loc['fast path', 'generation (s/step)']:.2f} s per step against "
-    f"{by_path.loc['this path', 'generation (s/step)']:.2f} s. Their held-out strict "
-    f"accuracies: " + ", ".join(f"{r.path} seed {r.seed} {r.strict:.3f}"
-                                for r in pair.itertuples())
-    + ". Chapter 19 compares more seeds of each path.")
+    f"{int(loop['steps'])} steps {loop['training (s)']:.0f} s against "
+    f"{times.loc['this run', 'training (s)']:.0f} s.")
 times
 
 # %% [markdown]
@@ -530,6 +509,34 @@ checks = {
 }
 for text, ok in checks.items():
     print(f"{str(bool(ok)):>5}  {text}")
+
+# %% [markdown]
+# (ch07-engines)=
+# ### The fast engine against chapter 6's loop
+#
+# The trainer rolled out with `rollout_engine="fast"`; the run
+# `ch07_r1_zero_transformers_cpu` of the time table is the same config and seed rolled
+# out by chapter 6's loop. On one machine, with the same torch threads, the two should
+# sample the same tokens and so train the same run. Compare them step by step, and on
+# the harness:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+ours, loops = read_metrics(RUN_DIR), read_metrics(loop_run)
+if P.is_smoke:  # two small steps of another size: nothing to compare
+    print(f"smoke profile: {len(ours)} steps of another size; the cpu profile compares")
+else:
+    same = (ours["reward"] == loops["reward"]) & (
+        ours["completion_length"] == loops["completion_length"])
+    parted = None if same.all() else int(ours.loc[~same, "step"].min())
+    loop_strict = pd.read_csv(loop_run / "eval.csv").iloc[-1]["strict_acc"]
+    say((f"Sampled rewards and lengths are equal at all {len(ours)} steps"
+         if parted is None else
+         f"Sampled rewards and lengths are equal through step {parted - 1} and "
+         f"differ from step {parted} on (two machines, or two thread counts, round "
+         f"differently: {{doc}}`chapter 8 <08_loss_variants>`)")
+        + f". Held-out strict accuracy: {greedy.strict_acc:.3f} with the fast "
+        f"engine, {loop_strict:.3f} with chapter 6's loop.")
 
 # %% [markdown]
 # The run directory keeps what the run produced: the trainer wrote `metrics.csv`,

@@ -660,14 +660,14 @@ print(f"corpus: share of one-operator answers written with a broken format: "
 # %% [markdown]
 # ### The same seed on another CPU
 #
-# How large is "the spread between two seeds"? {doc}`Chapter 7 <07_full_loop>`'s stored
-# run (`data/runs/ch07_r1_zero_cpu`) is the `grpo, seed 0` run above: same config, same
-# seed, same trainer, one torch thread, executed later on another machine. Compare
-# the two step by step:
+# How large is "the spread between two seeds"? {doc}`Chapter 7 <07_full_loop>`'s run
+# with the `transformers` rollout (`data/runs/ch07_r1_zero_seed0_cpu`) is the `grpo,
+# seed 0` run above: same config, same seed, same trainer, one torch thread, executed
+# later on another machine. Compare the two step by step:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-chapter7_run = load_run("ch07_r1_zero_cpu")
+chapter7_run = load_run("ch07_r1_zero_seed0_cpu")
 other, other_eval = chapter7_run.metrics, chapter7_run.evals
 first_run = full["grpo", 0][0]
 d_norm = (other["grad_norm"] - first_run["grad_norm"]).abs()

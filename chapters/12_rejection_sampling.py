@@ -668,7 +668,7 @@ display(comparison.round(3))
 # stopped at three (their own cosine schedule), read from their logs.
 
 # %%
-r1_zero = pd.read_csv(RUNS / "ch07_r1_zero_cpu" / "eval.csv").iloc[-1]
+r1_zero = pd.read_csv(RUNS / "ch07_r1_zero_seed0_cpu" / "eval.csv").iloc[-1]
 s2 = comparison.loc["stage 2"]
 other = [s for s in SEEDS if s != 0]
 s2_more = "".join(
