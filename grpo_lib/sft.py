@@ -31,7 +31,6 @@ same code as the GRPO trainer's and pretraining's.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -236,7 +235,11 @@ class SFTConfig(YAMLConfig):
 # Data: rows -> token ids and the mask of kept tokens
 # ======================================================================================
 def read_jsonl(path: str | Path, what: str = "train_file") -> list[dict]:
-    """The rows of a JSONL file (one JSON object per line; blank lines skipped)."""
+    """The rows of a JSONL file (:func:`grpo_lib.tasks.read_jsonl`: one JSON object
+    per line, blank lines skipped), with ``what``, the setting that named the file, in
+    every error."""
+    from .tasks import read_jsonl as read_rows
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(
@@ -244,23 +247,10 @@ def read_jsonl(path: str | Path, what: str = "train_file") -> list[dict]:
             f"column or 'prompt' and 'completion' columns (data/README.md says how the "
             f"book's are made)."
         )
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"{what}: {path} line {number} is not JSON ({err})."
-            ) from None
-        if not isinstance(row, dict):
-            raise ValueError(
-                f"{what}: {path} line {number} is {type(row).__name__}, not an object "
-                f"with columns."
-            )
-        rows.append(row)
-    return rows
+    try:
+        return read_rows(path)
+    except ValueError as err:  # names the line
+        raise ValueError(f"{what}: {err}") from None
 
 
 def dataset_format(rows: Sequence[dict], what: str) -> str:

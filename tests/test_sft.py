@@ -336,10 +336,13 @@ def test_cli_reports_setup_errors_in_one_line(tmp_path, capsys):
     config = REPO / "configs" / "sft_smoke.yaml"
     no_assistant = _write(tmp_path / "no_assistant.jsonl",
                           [CHATS[0], {"messages": CHATS[0]["messages"][:2]}])
+    damaged = tmp_path / "damaged.jsonl"  # a file cut short in its second line
+    damaged.write_text(json.dumps(CHATS[0]) + "\n" + json.dumps(CHATS[0])[:30] + "\n")
     for sets, expected in (
         ([f"train_file={tmp_path / 'missing.jsonl'}"], "no data file at"),
         ([f"train_file={_write(tmp_path / 'empty.jsonl', [])}"], "is empty"),
         ([f"train_file={no_assistant}"], "row 1 'messages' has no assistant message"),
+        ([f"eval_file={damaged}"], "eval_file: " + f"{damaged} line 2 is not a JSON"),
         (["learning_rat=1e-3"], "did you mean 'learning_rate'"),
     ):
         argv = ["sft", "--config", str(config), "--set", f"output_dir={tmp_path}/o"]
