@@ -698,7 +698,7 @@ class GRPOTrainer(TrainingLoop):
             [float(w) for w in weights], dtype=torch.float64
         )
 
-        self.train_rows = self._as_rows(train_dataset, "train_dataset")
+        self.train_rows = _rows_with_reward_columns(self, train_dataset)
         self.eval_dataset = eval_dataset
         if (config.eval_every or config.eval_on_start) and eval_dataset is None:
             raise ValueError(
@@ -1421,3 +1421,28 @@ def _seed_problems(config: GRPOConfig) -> list[str]:
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         return [f"seed={seed!r}: must be an integer from 0 to 2**32 - 1."]
     return []
+
+
+def _rows_with_reward_columns(trainer, dataset) -> Any:
+    """The training rows (``GRPOTrainer._as_rows``), checked against the columns that
+    the library's reward functions read. A parameter of a ``grpo_lib.rewards``
+    function that defaults to ``None`` is a dataset column, except the two that the
+    trainer passes itself. Without this check a missing ``answer`` column would score
+    every completion 0 and the run would train on nothing."""
+    import inspect
+
+    rows = trainer._as_rows(dataset, "train_dataset")
+    have = set(rows[0])
+    for fn, name in zip(trainer.reward_funcs, trainer.reward_names):
+        if getattr(fn, "__module__", None) != "grpo_lib.rewards":
+            continue  # a function of the reader's own: its columns are its business
+        passed = ("num_generations", "completion_ids")  # by the trainer itself
+        wanted = [p for p, v in inspect.signature(fn).parameters.items()
+                  if v.default is None and p not in passed]
+        missing = [p for p in wanted if p not in have]
+        if missing:
+            raise ValueError(
+                f"reward {name} reads the dataset column(s) {missing}, which the "
+                f"training rows do not have (their columns: {sorted(have)}). Add "
+                f"the column(s), or choose rewards that the rows can feed.")
+    return rows

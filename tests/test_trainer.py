@@ -757,3 +757,19 @@ def test_a_config_that_is_not_yaml_is_one_clear_error(tmp_path):
     with pytest.raises(ValueError, match=r"--set reward_funcs=\[a, b is not valid YAML"):
         load_config(good, ["reward_funcs=[a, b"])
     assert load_config(good, ["beta=0.04"]).beta == 0.04
+
+
+def test_a_reward_column_the_rows_lack_is_an_error_at_start(tmp_path):
+    """accuracy_reward reads 'answer': rows without it would score 0 at every step."""
+    tok = build_tokenizer()
+    rows = [{"question": "1 + 1"}, {"question": "2 + 2"}]
+    config = GRPOConfig(output_dir=str(tmp_path / "a"), max_steps=1, progress_bar=False)
+    with pytest.raises(ValueError, match=r"reward accuracy_reward reads the dataset "
+                                         r"column\(s\) \['answer'\]"):
+        GRPOTrainer(random_model(tok, size="micro", seed=0), tok, None, config, rows)
+
+    def own(completions, answer=None, **kwargs):  # the reader's own: not checked
+        return [0.0] * len(completions)
+
+    config = GRPOConfig(output_dir=str(tmp_path / "b"), max_steps=1, progress_bar=False)
+    GRPOTrainer(random_model(tok, size="micro", seed=0), tok, [own], config, rows)
