@@ -325,8 +325,8 @@ plt.show()
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-twelve = [RUNS / "ch07_r1_zero_cpu", RUNS / "ch11_base_acc_seed1_cpu",
-          *[RUNS / f"ch07_r1_zero_seed{s}_cpu" for s in range(2, 12)]]
+twelve = [RUNS / ("ch11_base_acc_seed1_cpu" if s == 1 else f"ch07_r1_zero_seed{s}_cpu")
+          for s in range(12)]  # chapter 19's standard path
 final12 = pd.DataFrame([pd.read_csv(d / "eval.csv").iloc[-1] for d in twelve])
 ours12, mixed12 = final12["strict_acc"], final12["lang_mix_rate"]
 trl_final = held_out.loc[["TRL seed 0", "TRL seed 1"], "strict @ 150"]

@@ -829,7 +829,8 @@ say(f"In float32 the sampler and the trainer differ by at most "
 #
 # Chapter 7's R1-Zero config was run from the command line with `rollout_engine=fast`
 # and `share_group_prompt=true`, seeds 0 to 11, and without them (the standard path) for
-# the same seeds. Seed 0 of the standard path is chapter 7's stored run, and seed 1 is
+# the same seeds. Seed 0 of the standard path is chapter 7's run with the `transformers`
+# rollout (`ch07_r1_zero_seed0_cpu`, the trainer's default then), and seed 1 is
 # the accuracy-only run of {doc}`11_language_consistency` (a reward at weight 0 changes
 # nothing in training). Two more runs use the fast rollout but keep the usual update
 # (`noshare`, seeds 2 and 3), to tell the two changes apart. Chapter 7's run is the
@@ -842,7 +843,7 @@ say(f"In float32 the sampler and the trainer differ by at most "
 # %%
 def ch07_run(path, seed):
     if path == "standard":
-        return {0: "ch07_r1_zero_cpu", 1: "ch11_base_acc_seed1_cpu"}.get(
+        return {1: "ch11_base_acc_seed1_cpu"}.get(
             seed, f"ch07_r1_zero_seed{seed}_cpu")
     if path == "standard, same machine":
         return f"ch07_r1_zero_standard_seed{seed}_avx512_cpu"
@@ -1504,6 +1505,11 @@ say(f"On seeds 24 to 35 the trainer's own streams end at {control.min():.3f}–"
 # not a better draw and not better streams. Every arm of this chapter was compared with
 # that set, so every arm looked worse. What held throughout is the bit-for-bit check:
 # where two paths draw the same tokens, they train the same runs.
+#
+# That check is why the fast engine, with `torch.multinomial`'s draw and the usual
+# update, is the trainer's default (`rollout_engine="fast"`): it trains the run of the
+# standard path, faster. {doc}`Chapter 7 <07_full_loop>` trains with it and sets its
+# run beside the same seed rolled out by chapter 6's loop.
 
 
 # %% [markdown]
