@@ -534,7 +534,7 @@ else:
          if parted is None else
          f"Sampled rewards and lengths are equal through step {parted - 1} and "
          f"differ from step {parted} on (two machines, or two thread counts, round "
-         f"differently: {{doc}}`chapter 8 <08_loss_variants>`)")
+         f"differently, as chapter 8 shows)")
         + f". Held-out strict accuracy: {greedy.strict_acc:.3f} with the fast "
         f"engine, {loop_strict:.3f} with chapter 6's loop.")
 
