@@ -261,7 +261,7 @@ def test_length_of_right_and_wrong_completions():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("engine", ["transformers", "scratch"])
+@pytest.mark.parametrize("engine", ["fast", "transformers", "scratch"])  # fast: default
 def test_training_steps_run_on_cuda(tokenizer, tmp_path, engine):
     """Rollouts live on the GPU while rewards and correctness are scored on the CPU;
     every metric mixes the two (the within-group length gap once crashed there)."""
