@@ -985,18 +985,9 @@ class GRPOTrainer(TrainingLoop):
                         entropy_sum += (ent.detach() * mask[sl]).sum().item()
                 else:
                     logp = logprobs(model, sl)  # [b, C]
-                weights = None
-                if sampler_logp is not None:  # pi_old / pi_sampler
-                    trainer_logp = logp.detach() if old is None else old[sl]
-                    weights = sampling_importance_weights(
-                        trainer_logp, sampler_logp[sl], mask[sl],
-                        cfg.sampling_correction_mode,
-                        cfg.sampling_correction_clip_min,
-                        cfg.sampling_correction_clip_max)  # [b, C] or [b, 1]
-                    if it == 0:
-                        weights_seen.append((weights.expand_as(mask[sl])
-                                             [mask[sl] > 0], trainer_logp
-                                             - sampler_logp[sl], mask[sl]))
+                weights = None if sampler_logp is None else self._sampling_weights(
+                    logp if old is None else old[sl], sampler_logp[sl], mask[sl],
+                    weights_seen if it == 0 else None)  # pi_old / pi_sampler
                 loss, st = policy_loss(
                     logp,
                     None if old is None else old[sl],
@@ -1074,6 +1065,20 @@ class GRPOTrainer(TrainingLoop):
             num_tokens=int(first_pass_tokens),
         )
         return out
+
+    def _sampling_weights(self, old_logp: torch.Tensor, sampler_logp: torch.Tensor,
+                          mask: torch.Tensor, seen: list | None) -> torch.Tensor:
+        """The truncated importance weights pi_old / pi_sampler of one micro-batch,
+        ``[b, C]`` or ``[b, 1]`` (``sampling_correction``); with ``seen``, also
+        record them and the log-prob gap for the step's sampling/* metrics."""
+        cfg, old_logp = self.config, old_logp.detach()
+        weights = sampling_importance_weights(
+            old_logp, sampler_logp, mask, cfg.sampling_correction_mode,
+            cfg.sampling_correction_clip_min, cfg.sampling_correction_clip_max)
+        if seen is not None:
+            seen.append((weights.expand_as(mask)[mask > 0], old_logp - sampler_logp,
+                         mask))
+        return weights
 
     # ------------------------------------------------------------------ one step
     def advantages(self, rewards: torch.Tensor) -> torch.Tensor:
