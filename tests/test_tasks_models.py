@@ -220,7 +220,7 @@ def test_a_damaged_split_file_names_its_line(tmp_path):
         (folder / "test.jsonl").write_text("\n".join(rows + ['{"question": "1 +'])
                                            + "\n")
         with pytest.raises(ValueError, match=r"test.jsonl line 4 is not a JSON "
-                                             r"object .*make the file again"):
+                                             r"object .*remake it"):
             module.load_split("test", data_dir=folder)
     (tmp_path / "list.jsonl").write_text("[1, 2]\n")
     with pytest.raises(ValueError, match="line 1 is not a JSON object"):

@@ -33,7 +33,7 @@ def read_jsonl(path: str | Path) -> list[dict]:
             row = err
         if not isinstance(row, dict):
             raise ValueError(f"{path} line {number} is not a JSON object ({row}); "
-                             f"make the file again (data/README.md gives the command).")
+                             f"remake it (data/README.md has the book's commands).")
         rows.append(row)
     return rows
 
