@@ -85,6 +85,7 @@ from grpo_lib.parsing import extract_answer
 from grpo_lib.plots import plot_run, read_metrics
 from grpo_lib.profiles import profile
 from grpo_lib.rewards import accuracy_reward, combine_rewards, format_reward
+from grpo_lib.runs import parting_step
 from grpo_lib.sampling import generate
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR, chat_prompt
@@ -526,9 +527,7 @@ ours, loops = read_metrics(RUN_DIR), read_metrics(loop_run)
 if P.is_smoke:  # two small steps of another size: nothing to compare
     print(f"smoke profile: {len(ours)} steps of another size; the cpu profile compares")
 else:
-    same = (ours["reward"] == loops["reward"]) & (
-        ours["completion_length"] == loops["completion_length"])
-    parted = None if same.all() else int(ours.loc[~same, "step"].min())
+    parted = parting_step(ours, loops)  # first step whose rewards or lengths differ
     loop_strict = pd.read_csv(loop_run / "eval.csv").iloc[-1]["strict_acc"]
     say((f"Sampled rewards and lengths are equal at all {len(ours)} steps"
          if parted is None else

@@ -62,7 +62,7 @@ from grpo_lib.losses import policy_loss
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.profiles import profile
 from grpo_lib.runs import (compare_seeds, final_eval, late_mean, load_run, load_seeds,
-                           mean_range, seed_order, seed_table)
+                           mean_range, parting_step, seed_order, seed_table)
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR
 from grpo_lib.trainer import GRPOTrainer, load_config
@@ -671,9 +671,7 @@ chapter7_run = load_run("ch07_r1_zero_seed0_cpu")
 other, other_eval = chapter7_run.metrics, chapter7_run.evals
 first_run = full["grpo", 0][0]
 d_norm = (other["grad_norm"] - first_run["grad_norm"]).abs()
-same_samples = (other["reward"] == first_run["reward"]) & (
-    other["completion_length"] == first_run["completion_length"])
-part = int(other.loc[~same_samples, "step"].min()) if not same_samples.all() else None
+part = parting_step(other, first_run)  # first step whose rewards or lengths differ
 acc_first = full["grpo", 0][1].loc[150, "strict_acc"]
 acc_other = other_eval.loc[150, "strict_acc"]
 acc_all = full_table["held-out strict @150"]

@@ -76,7 +76,7 @@ from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.profiles import profile
 from grpo_lib.qwen2 import (Qwen2, StaticKVCache, decode_static, rope_cos_sin,
                             rotate_half)
-from grpo_lib.runs import final_eval, load_run, load_seeds, mean_range
+from grpo_lib.runs import final_eval, load_run, load_seeds, mean_range, parting_step
 from grpo_lib.sampling import generate, tokenize_prompts
 from grpo_lib.shared_prompt import group_logprobs, prompt_share
 from grpo_lib.speed import (decode_step_ops, forward_flops, machine_description,
@@ -1036,11 +1036,9 @@ def same_run(a, b):
     return all(ma[c].equals(mb[c]) for c in shared)
 
 
-def parting_step(a, b, column="accuracy"):
-    """The first step at which two runs' `column` differ (None: never)."""
-    ma, mb = metrics_of(a), metrics_of(b)
-    differ = ma.loc[ma[column].ne(mb[column]), "step"]
-    return None if differ.empty else int(differ.min())
+def parted_at(a, b):
+    """The first step at which two runs' training accuracy differs (None: never)."""
+    return parting_step(metrics_of(a), metrics_of(b), ["accuracy"])
 
 
 def final_strict(name):
@@ -1055,7 +1053,7 @@ ablation = pd.DataFrame([{
        for arm, infix in arms.items()},
     "numerics = standard": same_run(f"ch07_r1_zero_ablation_numerics_seed{seed}_cpu",
                                     ch07_run("standard", seed)),
-    "sampler leaves fast at step": parting_step(
+    "sampler leaves fast at step": parted_at(
         f"ch07_r1_zero_ablation_sampler_seed{seed}_cpu", ch07_run("fast", seed))}
     for seed in (0, 7)]).set_index("seed")
 ablation
@@ -1212,7 +1210,7 @@ packed_runs.drop(columns="run").set_index(["path", "seed"])
 # %%
 by_seed = packed_runs.pivot(index="seed", columns="path")
 packed_acc = by_seed[("strict accuracy", "packed")]
-parted = [parting_step(ch07_run("multinomial", seed), ch07_run("packed", seed))
+parted = [parted_at(ch07_run("multinomial", seed), ch07_run("packed", seed))
           for seed in (0, 1)]
 say("The packed runs leave the multinomial runs of their seed at step "
     + " and ".join(str(p) for p in parted) + " (training accuracy). They end at "

@@ -21,7 +21,7 @@ import pandas as pd
 
 __all__ = ["RUNS_DIR", "Run", "load_run", "load_seeds", "final_eval", "late_mean",
            "early_mean", "mean_range", "seed_order", "compare_seeds",
-           "seed_table"]
+           "seed_table", "parting_step"]
 
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "runs"
 
@@ -155,3 +155,15 @@ def _metric(runs: list[Run], column: str) -> list[pd.Series]:
     if missing:
         raise KeyError(f"no column '{column}' in metrics.csv of: {', '.join(missing)}")
     return [r.metrics[column] for r in runs]
+
+
+def parting_step(a: pd.DataFrame, b: pd.DataFrame,
+                 columns=("reward", "completion_length")) -> int | None:
+    """The first step at which two runs' per-step metrics ``a`` and ``b`` (aligned by
+    row) differ in any of ``columns``; ``None`` when they agree at every step. Two
+    runs of one seed that sample the same tokens agree everywhere; once one sampled
+    token differs they see other completions, and they part for good."""
+    differ = pd.Series(False, index=a.index)
+    for column in columns:
+        differ |= a[column].ne(b[column])
+    return int(a.loc[differ, "step"].min()) if differ.any() else None

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from grpo_lib.runs import (RUNS_DIR, compare_seeds, early_mean, final_eval, late_mean,
-                           load_run, load_seeds, mean_range, seed_order, seed_table)
+                           load_run, load_seeds, mean_range, parting_step, seed_order,
+                           seed_table)
 
 
 def write_run(root, name, acc, entropy, with_eval=True):
@@ -115,3 +116,16 @@ def test_an_eval_csv_of_another_kind_is_named(tmp_path):
     pd.DataFrame({"x": [1]}).to_csv(tmp_path / "odd_seed0_cpu" / "eval.csv", index=False)
     with pytest.raises(ValueError, match="neither a 'step' nor a 'mode'"):
         load_run("odd_seed0_cpu", runs_dir=tmp_path)
+
+
+def test_parting_step_is_the_first_step_any_column_differs():
+    a = pd.DataFrame({"step": [1, 2, 3, 4], "reward": [0.5, 0.6, 0.7, 0.8],
+                      "completion_length": [10.0, 11.0, 12.0, 13.0]})
+    assert parting_step(a, a.copy()) is None  # the same run
+    b = a.assign(completion_length=[10.0, 11.0, 12.5, 13.0])
+    assert parting_step(a, b) == 3  # the reward alone agrees throughout
+    assert parting_step(a, b, columns=["reward"]) is None
+    c = b.assign(reward=[0.5, 0.9, 0.7, 0.8])
+    assert parting_step(a, c) == 2
+    nan = a.assign(reward=[0.5, float("nan"), 0.7, 0.8])
+    assert parting_step(a, nan) == 2  # a missing value is a difference
