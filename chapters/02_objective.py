@@ -207,7 +207,8 @@ print(f"largest weight: {rho.max().item():.2f}")
 #   come from every prefix. It is trained beside the policy and is as large as the
 #   policy.
 # * **The clip.** PPO stops the ratio's gradient once $\rho$ leaves
-#   $[1-\varepsilon, 1+\varepsilon]$ {cite}`schulman2017ppo`. The policy then cannot
+#   $[1-\varepsilon, 1+\varepsilon]$ on the side the advantage pushes it towards
+#   {cite}`schulman2017ppo`. The policy then cannot
 #   move far from the one that sampled the data, where the weights would be large
 #   and the estimate noisy.
 # * **GRPO** keeps the ratio and the clip and replaces the critic by the group mean of
@@ -747,9 +748,9 @@ print(f"J = {J.item():+.6f}: surrogate part {surrogate_part:+.6f}, "
 # The value of $J$ is only the KL part: every ratio is 1, so completion $i$'s token
 # average of $\rho\hat A_i$ is $\hat A_i$, and a group's advantages sum to zero. The
 # gradient is not zero. On the first iteration it equals the
-# gradient of the REINFORCE form $\frac1G\sum_i\frac{1}{|o_i|}\sum_t \hat A_i \log
-# \pi_\theta(o_{i,t}) - \beta k_3$, the "loss is (almost) zero but the model learns"
-# puzzle that {doc}`09_failure_modes` returns to:
+# gradient of the REINFORCE form $\frac1B\sum_{i=1}^{B}\frac{1}{|o_i|}\sum_t \hat A_i
+# \log \pi_\theta(o_{i,t}) - \beta k_3$ over the batch's $B$ completions, the "loss
+# is (almost) zero but the model learns" puzzle that {doc}`09_failure_modes` returns to:
 
 # %%
 # NBVAL_CHECK_OUTPUT

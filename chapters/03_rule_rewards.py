@@ -426,9 +426,11 @@ pd.DataFrame({
 # %% [markdown]
 # ## Shaping rewards from Open-R1, Kimi 1.5 and DAPO
 #
-# R1 itself used only accuracy, format and language rewards. Open-R1 {cite}`openr1`
-# collected more, and later work added length control. They shape *how* the model
-# answers rather than *whether* it is right.
+# R1-Zero trained on rule rewards only, accuracy and format, and R1's reasoning stage
+# added language consistency; R1's last RL stage added learned reward models for
+# general prompts {cite}`deepseekai2025r1`. Open-R1 {cite}`openr1` collected more, and
+# later work added length control. They shape *how* the model answers rather than
+# *whether* it is right.
 #
 # **Reasoning steps** (Open-R1): $r = \min(1, k/3)$ with $k$ the number of step markers
 # (`Step 1:`, numbered lines, bullets, `First,` / `Next,` / `Finally,`).

@@ -341,7 +341,7 @@ except ValueError as err:
 # %% [markdown]
 # ## The assistant mask
 #
-# Supervised fine-tuning (a later part of the book, in preparation) trains on
+# Supervised fine-tuning ({doc}`chapter 10 <10_cold_start>`) trains on
 # conversations, but only the assistant's tokens are targets: the model should learn to
 # answer, not to write the user's questions. `assistant_mask` finds those tokens by
 # **incremental tokenization**: render the conversation up to each assistant turn with

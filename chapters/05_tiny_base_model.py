@@ -34,8 +34,8 @@
 # - **Broken format**, no `<think>`/`<answer>` tags: the format reward of
 #   {doc}`07_full_loop`.
 # - **Chinese step words in English reasoning**, `首先 3 * 4 = 12`: the
-#   language-consistency reward of {doc}`03_rule_rewards`; training with it comes in a
-#   later part of the book (in preparation).
+#   language-consistency reward of {doc}`03_rule_rewards`, trained with in
+#   {doc}`11_language_consistency`.
 # - **Rambling repetition**, a step written four times: {ref}`ch09-repetition`.
 # - **A few self-corrections**, `Wait, * comes before + ...`: the "aha moment", in a
 #   later part of the book (in preparation).
@@ -407,8 +407,8 @@ say(notice)
 # {doc}`07_full_loop` looks at the language, so language mixing should survive
 # R1-Zero-style RL, as it did for DeepSeek-R1-Zero; DeepSeek-R1 added a
 # language-consistency reward for that reason {cite}`deepseekai2025r1`.
-# {doc}`03_rule_rewards` writes one; training with it comes in a later part of the book
-# (in preparation).
+# {doc}`03_rule_rewards` writes one, and {doc}`11_language_consistency` trains with
+# it.
 #
 # ## Using a real model instead
 #

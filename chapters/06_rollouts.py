@@ -599,7 +599,7 @@ say(f"Here the book's sampler wrote {tokens / t_ours:,.0f} tokens/s and `generat
 # records measured runs with the command for each. Neither loop is fast in absolute
 # terms: every step launches one small forward pass per token, and on a GPU most of
 # that time is Python and kernel-launch overhead, not arithmetic. Removing it (a static
-# cache, CUDA graphs) is the subject of a later part of the book (in preparation).
+# cache, CUDA graphs) is the subject of {doc}`19_fast_steps`.
 #
 # ## Summary
 #

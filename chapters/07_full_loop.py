@@ -146,8 +146,9 @@ print(f"{int(rollout.finished.sum())} of {B} stopped before {MAX_NEW} tokens")
 print("first completion:", rollout.texts[0])
 
 # %% [markdown]
-# **Rewards.** The rule rewards of {doc}`chapter 3 <03_rule_rewards>`, combined as in
-# R1-Zero by `combine_rewards` (chapter 3 shows it): accuracy plus 0.1 times format.
+# **Rewards.** The rule rewards of {doc}`chapter 3 <03_rule_rewards>`, combined by
+# `combine_rewards` (chapter 3 shows it): accuracy plus 0.1 times format. R1-Zero used
+# these two rewards; the weights are this book's, as the R1 paper gives none.
 # Each reward function receives the dataset columns repeated to line up with the
 # completions.
 
@@ -701,6 +702,10 @@ also_wrong = wrong_after[~wrong_after["base <think> right"]]
 same = sum(extract_answer(a, strict=True) == extract_answer(b, strict=True)
            for a, b in zip(also_wrong["trained"],
                            also_wrong["base, made to write <think>"]))
+repaired = int((~probe["base <think> right"] & probe["trained right"]).sum())
+broken = int((probe["base <think> right"] & ~probe["trained right"]).sum())
+miscopied = sum(not t.startswith(f"<think> {q} ")  # the step starts elsewhere
+                for q, t in zip(wrong_after["question"], wrong_after["trained"]))
 share_train = (train_set.to_pandas().num_operands == 2).mean()
 seen = trainer.step * cfg.per_step_prompts
 say(f"The base model answered {int(untagged.sum())} of the {len(probe)} two-operand "
@@ -710,28 +715,33 @@ say(f"The base model answered {int(untagged.sum())} of the {len(probe)} two-oper
     f"of the {len(probe)} right; the trained model gets "
     f"{probe['trained right'].mean():.3f}. Of the {len(wrong_after)} the trained "
     f"model gets wrong, the base model made to write `<think>` gets {len(also_wrong)} "
-    f"wrong as well ({same} with the same wrong answer). Two-operand problems are "
+    f"wrong as well ({same} with the same wrong answer). Training fixed {repaired} "
+    f"of the {int((~probe['base <think> right']).sum())} that the base model gets "
+    f"wrong inside the tags and broke {broken} that it gets right; {miscopied} of the "
+    f"trained model's {len(wrong_after)} wrong answers start their step from numbers "
+    f"that are not the question's. Two-operand problems are "
     f"{share_train:.1%} of the training problems, so the run's {seen:,} prompts held "
     f"about {share_train * seen:.0f} of them; the pretraining corpus, written from the "
     f"same training problems, answered {CorpusMix().format_rate:.0%} of its "
     f"two-operand and parenthesised problems in a broken format.")
 
 # %% [markdown]
-# So RL did not unlearn these facts: the wrong answers were there before training,
-# one prompt away. The base model has two ways to answer `9 + 4`, and they do not know
-# the same facts. Written without tags, the one-step answer is right; written inside
-# `<think>`, a few are wrong, because a one-step answer inside the tags was rare in its
-# corpus: two-operand problems are few among the training problems the corpus was
-# written from, and {doc}`chapter 5 <05_tiny_base_model>` made most of those few come
-# in a broken format. The format reward moved every answer into the tagged way, which
-# is what it pays for, and on two-operand problems the move brought the tagged way's
-# wrong facts along. Strict accuracy counts the gain in format; lenient accuracy shows
-# the facts that the move lost. Training did repair a tagged-way error (the table has
-# one that the trained model gets right), but it had few occasions: the accuracy reward
-# corrects an answer only on the prompts the run samples, and two-operand prompts were
-# a handful in the whole run. A rule reward teaches what the training prompts
-# exercise; a held-out category that training barely covers is where to look for a
-# regression, and it shows only in a breakdown like the one above.
+# The base model has two ways to answer `9 + 4`, and they do not know the same facts.
+# Written without tags, the one-step answer is right; written inside `<think>`, some
+# are wrong, because a one-step answer inside the tags was rare in its corpus:
+# two-operand problems are few among the training problems the corpus was written
+# from, and {doc}`chapter 5 <05_tiny_base_model>` made most of those few come in a
+# broken format. The format reward moved every answer into the tagged way, which is
+# what it pays for, and on two-operand problems the move brought the tagged way's
+# facts along, the wrong ones included. Strict accuracy counts the gain in format;
+# lenient accuracy shows what the move lost. The accuracy reward can repair a
+# tagged-way answer, and the counts above show how many it did; but it acts only on
+# the prompts the run samples, and two-operand prompts were a handful in the whole
+# run. Nothing holds the other answers in place either: updates made for longer
+# problems also move these, and the counts above say how many this run broke. A rule
+# reward teaches what the training prompts exercise; a held-out category that
+# training barely covers is where to look for a regression, and it shows only in a
+# breakdown like the one above.
 #
 # ### The `2 + 3 * 4` group again
 #
@@ -793,8 +803,8 @@ if mix_after > mix_before:
 # reinforced along with them. DeepSeek saw the same in R1-Zero ("poor readability, and
 # language mixing") and added a language-consistency reward in R1's RL stage
 # {cite}`deepseekai2025r1`; chapter 3 wrote such a reward
-# (`language_consistency_reward`), and a later part of the book (in preparation)
-# trains with it.
+# (`language_consistency_reward`), and {doc}`11_language_consistency` trains with
+# it.
 #
 # ## Summary
 #

@@ -334,8 +334,10 @@ for eps_high in (None, 0.28):
 # clip-higher it still gets one. Note the condition: a ratio $\rho \neq 1$. On the
 # first pass over a batch every ratio is exactly 1, so neither clip acts; clipping
 # starts only with $\mu > 1$ passes over the same batch (`num_iterations`). DAPO's
-# fourth change, leaving truncated completions out of the loss, is the trainer flag
-# `mask_truncated_completions=True`.
+# fourth change, overlong reward shaping, first leaves truncated completions out of
+# the loss (overlong filtering, the trainer flag `mask_truncated_completions=True`),
+# then charges a soft penalty as a completion nears the limit
+# (`soft_overlong_punishment`, {doc}`chapter 3 <03_rule_rewards>`).
 #
 # (ch08-runs)=
 # ## The same R1-Zero run under each variant
@@ -792,7 +794,7 @@ say(f"Held-out strict accuracy after 150 steps, mean of two seeds: from "
 # act on a task whose trace lengths are set by the problem, as the right-and-wrong
 # lengths above already showed for `grpo` and `dr_grpo`. The gradient norms differ by
 # the factors each variant puts in front of the same terms, and AdamW divides such
-# factors out. `reinforce` is the extreme case: with $\mu = 1$ its loss is
+# factors out. `reinforce` is the extreme case: with $\mu = 1$ its gradient is
 # exactly `dr_grpo`'s times $L_{\max} = 96$ (the first step's gradients, printed
 # above), and the gradient clip then rescales it to norm 1 in almost every step.
 #

@@ -421,11 +421,12 @@ say(f"Paid but wrong, as a share of the sampled completions: "
 # The policy did not learn the cheap exploit, spraying numbers: it writes as many as
 # before. Here the honest answer is paid most of the time, so aiming for the loophole
 # gains little. What the grader changes is what gets reinforced. In the examples
-# above the gold 2 is found inside the 12 and the 14 of a wrong trace, and a trace
-# that reaches the right number but repeats its last step until the token limit, with
-# no answer at all, is paid as if it had answered. The grader pays each of these in
-# full, so wrong answers are pushed up with the right ones, and the runs end with a
-# lower held-out accuracy than the same runs graded by `accuracy_reward`.
+# above the gold 2 is found in the `7 * 2`, the `6 * 2` and the 12 of a wrong trace,
+# and a trace that reaches the right number but repeats its last step until the
+# token limit, with no answer at all, is paid as if it had answered. The grader pays
+# each of these in full, so wrong answers are pushed up with the right ones, and the
+# runs end with a lower held-out accuracy than the same runs graded by
+# `accuracy_reward`.
 #
 # Two measures reveal it, and neither is the reward. The first is the gap between
 # the reward and the strict accuracy of the same samples, logged at every step: it

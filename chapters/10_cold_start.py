@@ -722,8 +722,11 @@ say(f"Over the first {EARLY} steps, at $\\eta = 5 \\times 10^{{-4}}$ the cold-st
 # gradient of $\log\pi$ for a token of probability $p$ is $\mathbf e_{y} -
 # \mathbf p$ in the logits, close to zero when $p$ is close to 1: the push-up on what
 # the model already does barely moves anything. What is left is the push-down on the
-# wrong sample's less likely tokens, which moves probability away from them towards
-# *all* other tokens, so the entropy rises. In the base model's groups the right
+# wrong sample, and a sharp model's wrong sample is made mostly of tokens it found
+# likely (that is what sampling a sharp model gives). Lowering a likely token's logit
+# hands its probability to the other tokens in proportion to theirs, which flattens the
+# distribution, so the entropy rises; a push-down on a rare token would sharpen it
+# instead {cite}`cui2025entropy`. In the base model's groups the right
 # answers are not yet certain, both halves act, and the entropy falls. Third, Adam
 # makes every step about $\eta$ per parameter whatever the size of the gradient, and
 # the gradient norms stay below the clipping threshold, so nothing limits a step but

@@ -134,7 +134,7 @@ committed_yields = pd.read_csv(REJECTION / "yields.csv", index_col="stage")
 K_SAMPLES = int(committed_yields.loc["sampled", "kept"]
                 / committed_yields.loc["sampled", "prompts"])
 recipe = pd.DataFrame({
-    "DeepSeek-R1": ["reasoning-RL checkpoint", "multiple (16 in the usual reading)",
+    "DeepSeek-R1": ["reasoning-RL checkpoint", "multiple; the paper gives no count",
                     "correct (rules or a V3 judge), one language, no long "
                     "paragraphs or code", "~600k", "~200k: writing, factual QA, "
                     "self-cognition, translation", "DeepSeek-V3-Base, 2 epochs"],

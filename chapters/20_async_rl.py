@@ -101,15 +101,17 @@ say(f"A synchronous step: {t_gen:.2f} s of sampling and {t_upd:.2f} s of update 
 # The policy after $k$ updates is **version** $k$. Batch $s$ (counting from 0)
 # feeds update $s+1$. If the worker sampled it with version $v$, the batch is
 # $s - v$ versions stale when it is used. A bound $\eta$ on that (AReaL calls it
-# `max_head_offpolicyness`, TRL's asynchronous trainer `max_staleness`) is kept by one
-# rule in the worker:
+# `max_head_offpolicyness`) is kept by one rule in the worker:
 #
 # > start batch $s$ only once version $s - \eta$ is published, and sample it with
 # > the newest published version.
 #
-# $\eta = 0$ is the synchronous loop: batch $s$ waits for version $s$. The rule,
-# simulated for this machine's two durations (`simulate_schedule` plays it out for
-# fixed times):
+# $\eta = 0$ is the synchronous loop: batch $s$ waits for version $s$. TRL's
+# asynchronous trainer bounds the same number, `max_staleness`, the other way round:
+# its workers keep sampling ahead and the trainer drops a sample that arrives more
+# than $\eta$ versions old, so sampling time can be lost but is never waited for.
+# Our rule, simulated for this machine's two durations (`simulate_schedule` plays it
+# out for fixed times):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -154,7 +156,10 @@ show_source(worker_main, start="while not stop.is_set():", end="index += 1")
 #
 # The worker returns the log-probs it sampled with, so the weight costs nothing
 # extra. In `grpo_lib` it is the sampling correction of chapter 19 in mode
-# `token_truncate`, with the cap $c$ = `behaviour_weight_cap`.
+# `token_truncate`, with the cap $c$ = `behaviour_weight_cap`: a weight above $c$
+# counts as $c$, as in TRL's truncated importance sampling. AReaL drops such a
+# token instead (its weight becomes 0); `behaviour_weight_mode="token_mask"` does
+# that here.
 #
 # ## A run, live
 #
@@ -308,7 +313,7 @@ print(pd.DataFrame(rows).T.rename_axis(["objective", "seed"])
 # while the decoupled objective trained. Without the behaviour weight, a token that
 # the policy has already moved away from since it was sampled still gets the full
 # push of its advantage, and at this learning rate those pushes add up from step to
-# step. The weight $\pi_{	ext{prox}}/\pi_{	ext{behav}}$ shrinks exactly those
+# step. The weight $\pi_{\text{prox}}/\pi_{\text{behav}}$ shrinks exactly those
 # tokens, and the cap bounds the ones the policy has moved towards (the "capped
 # steps" column counts the steps in which some token hit the cap).
 #

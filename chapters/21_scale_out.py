@@ -81,8 +81,11 @@ config7 = load_config(CONFIG)
 # $$m = \min\!\big(\texttt{micro\_batch\_size}, B/N\big), \qquad
 # \texttt{gradient\_accumulation\_steps} = \frac{B}{N\,m},$$
 #
-# with $P$ a multiple of $N$, so that every process scores whole groups (a group's
-# advantages need all $G$ of its rewards):
+# with $P$ a multiple of $N$, so that every process holds whole groups. The advantages
+# would survive a split group, since TRL gathers every process's rewards before it
+# normalises them; but each process calls the reward functions on its own completions
+# only, and a reward that reads its group (a length penalty relative to the group's
+# shortest answer) would see part of it:
 
 # %%
 show_source(_split_over_processes, docstring=False)

@@ -18,7 +18,7 @@ here:
   ``scale_rewards="batch"``); ``"none"`` does not divide at all (Dr. GRPO,
   Liu et al. 2025, which argues the std division biases toward too-easy and too-hard
   prompts).
-* ``std`` — ``"sample"`` is the unbiased std (divide by ``G - 1``), what TRL uses;
+* ``std`` — ``"sample"`` is the Bessel-corrected std (divide by ``G - 1``), TRL's;
   ``"population"`` divides by ``G`` (``numpy.std``), what the GRPO-Zero code uses. For
   G = 4 the two differ by a factor ``sqrt(4/3) = 1.1547``.
 * ``eps`` — :math:`\\epsilon_{\\mathrm{std}}`, added to the std (TRL and GRPO-Zero both
@@ -151,7 +151,7 @@ def group_advantages(
             each prompt's ``G`` completions contiguous.
         group_size: ``G``, completions per prompt (TRL's ``num_generations``), >= 2.
         scale: ``"group"`` | ``"batch"`` | ``"none"`` (TRL's ``scale_rewards``).
-        std: ``"sample"`` (unbiased, TRL) | ``"population"`` (``numpy.std``,
+        std: ``"sample"`` (over G - 1, TRL) | ``"population"`` (``numpy.std``,
             GRPO-Zero).
         eps: :math:`\\epsilon_{\\mathrm{std}}`, added to the std so that equal rewards
             give 0, not 0/0.
@@ -213,7 +213,7 @@ def decoupled_advantages(
     reward with the largest spread in a group decide the ranking; normalising first
     gives every reward the same say wherever it varies, so a small-scale reward
     (a 0.2-weighted language reward, say) is not drowned by accuracy. Each group's
-    standardised rewards sum to 0, so :math:`\bar s = 0` and the batch step only
+    standardised rewards sum to 0, so :math:`\\bar s = 0` and the batch step only
     rescales.
 
     Args:

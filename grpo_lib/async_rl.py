@@ -10,26 +10,29 @@ core) samples batch :math:`s+1` while the trainer updates on batch :math:`s`.
   in a shared counter. Batch :math:`s` trains update :math:`s+1`; the worker samples
   it with the newest version it has loaded, :math:`v`, and reports :math:`v` with the
   batch. Its **staleness** at update time is :math:`s - v`.
-* **Bounded staleness** :math:`\\eta` (AReaL's ``max_head_offpolicyness``, TRL's
-  ``max_staleness``). The worker starts batch :math:`s` only once version
-  :math:`s - \\eta` is published, so every batch is at most :math:`\\eta` versions
-  old: it waits instead of sampling too far ahead. :math:`\\eta = 0` is the
-  synchronous loop (batch :math:`s` is sampled by version :math:`s`, while the
-  trainer waits).
+* **Bounded staleness** :math:`\\eta` (AReaL's ``max_head_offpolicyness``). The
+  worker starts batch :math:`s` only once version :math:`s - \\eta` is published,
+  so every batch is at most :math:`\\eta` versions old: it waits instead of
+  sampling too far ahead. :math:`\\eta = 0` is the synchronous loop (batch
+  :math:`s` is sampled by version :math:`s`, while the trainer waits). TRL's
+  ``AsyncGRPOTrainer`` bounds the same number, ``max_staleness``, the other way: its
+  workers sample ahead, and the trainer drops a sample that arrives too old.
 * **The objective on stale data.** ``objective="ignore"`` trains on the batch as if
   it were on-policy (plain GRPO). ``"decoupled"`` is AReaL's decoupled PPO: the clip
   is taken against the *proximal* policy (the trainer's weights at the start of the
   update) and each token is weighted by
   :math:`\\pi_{\\text{prox}} / \\pi_{\\text{behav}}`, the behaviour policy being the
-  version that sampled it (its log-probs come from the worker), truncated at
-  ``behaviour_weight_cap``.
+  version that sampled it (its log-probs come from the worker), bounded by
+  ``behaviour_weight_cap``: AReaL drops a token whose weight exceeds the cap
+  (weight 0, ``behaviour_weight_mode="token_mask"``); by default we truncate it to
+  the cap (``"token_truncate"``), as TRL's sampling correction does.
 
     .. math:: \\mathcal L = -\\frac{\\pi_{\\text{prox}}}{\\pi_{\\text{behav}}}
        \\min\\big(\\rho\\hat A, \\operatorname{clip}(\\rho, 1-\\epsilon, 1+\\epsilon)
        \\hat A\\big), \\qquad \\rho = \\frac{\\pi_\\theta}{\\pi_{\\text{prox}}}
 
   This is our trainer's sampling correction (:func:`grpo_lib.losses.
-  sampling_importance_weights`, mode ``token_truncate``) with the worker's log-probs.
+  sampling_importance_weights`, in that mode) with the worker's log-probs.
 * **Faults.** A worker that dies is started again from the batch the trainer needs
   next; the trainer loses no step (``worker_restarts`` counts them).
 
@@ -54,6 +57,7 @@ from .trainer import GRPOConfig, GRPOTrainer, _rollout_seed, sample_rollout
 from .training_loop import epoch_order
 
 OBJECTIVES = ("ignore", "decoupled")
+BEHAVIOUR_WEIGHT_MODES = ("token_truncate", "token_mask")
 MAX_RESTARTS_IN_A_ROW = 3
 """A worker that dies this many times without delivering a batch stops the run."""
 
@@ -75,7 +79,10 @@ class AsyncConfig:
     """``"decoupled"`` (AReaL's decoupled PPO) or ``"ignore"`` (plain GRPO, the batch
     treated as on-policy)."""
     behaviour_weight_cap: float = 5.0
-    """Truncation of the behaviour importance weight π_prox / π_behav."""
+    """The bound c on the behaviour importance weight π_prox / π_behav."""
+    behaviour_weight_mode: str = "token_truncate"
+    """Above the bound: ``"token_truncate"`` weighs the token c (TRL's truncated
+    importance sampling), ``"token_mask"`` drops it, weight 0 (AReaL's filter)."""
     worker_threads: int = 1
     """torch threads of the worker process."""
     wait_timeout: float = 600.0
@@ -90,7 +97,10 @@ class AsyncConfig:
                              f"{OBJECTIVES}.")
         if not self.behaviour_weight_cap > 1:
             raise ValueError(f"behaviour_weight_cap={self.behaviour_weight_cap!r}: use "
-                             f"a number > 1 (AReaL's cap truncates large weights).")
+                             f"a number > 1 (a fresh token's weight is 1).")
+        if self.behaviour_weight_mode not in BEHAVIOUR_WEIGHT_MODES:
+            raise ValueError(f"behaviour_weight_mode={self.behaviour_weight_mode!r}; "
+                             f"choose one of {BEHAVIOUR_WEIGHT_MODES}.")
         if self.worker_threads < 1 or self.wait_timeout <= 0:
             raise ValueError("worker_threads must be >= 1 and wait_timeout > 0.")
         return self
@@ -213,7 +223,7 @@ class AsyncGRPOTrainer(GRPOTrainer):
         config = dataclasses.replace(
             config, rollout_engine="fast", rollout_sampler="multinomial",
             sampling_correction=decoupled,
-            sampling_correction_mode="token_truncate",
+            sampling_correction_mode=self.async_config.behaviour_weight_mode,
             sampling_correction_clip_min=None,
             sampling_correction_clip_max=self.async_config.behaviour_weight_cap)
         if config.dynamic_sampling:

@@ -155,10 +155,10 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor,
         k_3 = e^{-\\delta} + \\delta - 1
 
     Each is an estimator of ``KL(pi_theta || pi_ref) = E_{x ~ pi_theta}[delta(x)]``:
-    ``k1`` is unbiased but can be negative and has a high variance; ``k2`` is biased
-    (its mean is an f-divergence that agrees with KL to second order) with a low
-    variance; ``k3`` is unbiased (``E[exp(-delta)] = 1``), never negative, and
-    low-variance — the one GRPO uses (DeepSeekMath eq. 4:
+    ``k1`` is unbiased but can be negative; ``k2`` is biased (its mean is an
+    f-divergence that agrees with KL to second order); ``k3`` is unbiased
+    (``E[exp(-delta)] = 1``) and never negative. Near pi_ref, k2 and k3 vary far less
+    than k1; far from it, more (chapter 2). k3 is the one GRPO uses (DeepSeekMath eq. 4:
     ``pi_ref/pi_theta - log(pi_ref/pi_theta) - 1``) and TRL's ``GRPOTrainer`` computes.
 
     **Their gradients as a loss are different things.** Minimising ``E_{x~pi}[k(x)]``

@@ -402,7 +402,7 @@ def _split_over_processes(config: GRPOConfig, n: int) -> dict[str, int]:
     ``steps_per_generation`` chunks of ``per_device_train_batch_size``; so
     ``per_device = m = min(micro_batch_size, B / n)`` and
     ``gradient_accumulation_steps = B / (n m)``. ``per_step_prompts`` must be a
-    multiple of n: each process scores whole groups where it generated them.
+    multiple of n, so that a reward that reads its group sees all of it.
     """
     prompts, B = config.per_step_prompts, config.batch_size
     if n < 1:

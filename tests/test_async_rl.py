@@ -129,6 +129,7 @@ def test_a_worker_that_cannot_start_stops_the_run(tmp_path, monkeypatch):
     (dict(max_staleness=-1), "max_staleness=-1"),
     (dict(objective="ppo"), "objective='ppo'"),
     (dict(behaviour_weight_cap=0.5), "behaviour_weight_cap"),
+    (dict(behaviour_weight_mode="sequence_mask"), "behaviour_weight_mode"),
 ])
 def test_bad_async_settings_are_refused(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -145,3 +146,14 @@ def test_configs_the_async_trainer_cannot_run_are_refused(tmp_path, changes, mes
     with pytest.raises(ValueError, match=message):
         AsyncGRPOTrainer(model, tokenizer, None, small_config(tmp_path, **changes),
                          train_rows())
+
+
+@pytest.mark.parametrize("mode", ["token_truncate", "token_mask"])
+def test_the_behaviour_weight_mode_reaches_the_sampling_correction(tmp_path, mode):
+    model, tokenizer = load_model_and_tokenizer(MODEL)
+    trainer = AsyncGRPOTrainer(model, tokenizer, None, small_config(tmp_path),
+                               train_rows(),
+                               async_config=AsyncConfig(behaviour_weight_mode=mode))
+    assert trainer.config.sampling_correction
+    assert trainer.config.sampling_correction_mode == mode
+    assert trainer.config.sampling_correction_clip_max == 5.0

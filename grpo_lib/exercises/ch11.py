@@ -101,7 +101,7 @@ def _gdpo_cases():
         # group 1: both rewards vary; group 2: only the language reward varies
         ("two groups of 4", [[1, 1.0], [1, 0.5], [0, 1.0], [0, 1.0],
                              [1, 1.0], [1, 1.0], [1, 1.0], [1, 0.0]], [1.0, 0.2], 4),
-        ("a dead group", [[1, 1], [0, 1], [1, 1], [1, 1], [0, 1], [0, 1]],
+        ("a dead group", [[1, 1], [0, 1], [1, 1], [1, 1], [1, 1], [1, 1]],
          [1.0, 0.2], 3),
         ("four groups of 4, three rewards", random_batch, [1.0, 0.1, 0.2], 4),
     ]

@@ -25,6 +25,8 @@ def _norm_cases():
         ("random [2, 5, 8], eps = 1e-6", torch.randn(2, 5, 8, generator=g) * 3 + 1,
          torch.rand(8, generator=g) + 0.5, 1e-6),
         ("a row of zeros, eps = 1e-6", torch.zeros(1, 4), torch.ones(4), 1e-6),
+        ("x of order 1e-3, eps = 1e-4: where eps goes matters",
+         torch.randn(2, 8, generator=g) * 1e-3, torch.rand(8, generator=g) + 0.5, 1e-4),
         ("bfloat16 input", (torch.randn(3, 16, generator=g) * 40).bfloat16(),
          torch.rand(16, generator=g).bfloat16() + 0.5, 1e-6),
     ]

@@ -130,6 +130,7 @@ def reference_onpolicy_loss(advantages, lengths, loss_type: str) -> float:
 _LOSS_CASES = [
     ([1.0, -1.0], [10, 10]),
     ([1.0, -1.0], [40, 10]),
+    ([1.0, 0.5], [10, 30]),  # advantages that do not sum to 0
     ([0.87, 0.87, -0.87, -0.87], [12, 30, 25, 60]),
     ([1.5, -0.5, -0.5, -0.5, 0.0, 0.0, 0.0, 0.0], [8, 20, 20, 21, 50, 5, 9, 33]),
 ]
