@@ -155,7 +155,7 @@ say(f"On this machine the faster dtype for matrix products is **{fast_dtype}**: 
 # ## Where the time goes
 #
 # A decode step of the tiny model multiplies 64 rows by matrices of 128 to 1,024
-# columns: about a tenth of a millisecond of arithmetic per matrix. Every operator
+# columns: a few hundredths of a millisecond of arithmetic per matrix. Every operator
 # call (a matmul, an addition, a view, a dtype cast) also has a fixed cost in Python
 # and in PyTorch's dispatcher, a few microseconds, whatever its size. Count the aten
 # calls one decode step makes with the three decode loops: `transformers`' model with
@@ -565,7 +565,8 @@ say(f"Here the step went from {first['step (s)']:.3f} s with the `transformers` 
 # and small products run slower. A matrix library can claw some of it back when it
 # knows the shapes in advance: oneDNN, which PyTorch ships on CPUs, copies a weight
 # into a blocked layout for a given number of rows once, and then multiplies by it,
-# on many CPUs faster. `torch.compile` does that to a CPU model's weights; the fast
+# on many CPUs faster. `torch.compile` does that to a CPU model's weights when it may
+# freeze them (`torch._inductor.config.freezing = True`, for inference); the fast
 # step does it by hand, once per rollout (`pack_for_rows`), because the weights
 # change after every update. The rate of each product, and of the decode step's
 # largest one with its weight packed:
@@ -1184,7 +1185,8 @@ say(seeds_line("With the inverse CDF in float64", f64["strict accuracy"].to_nump
 
 # %% [markdown]
 # So the fast decode step and the prompt-once update train as well as the standard
-# path, and the inverse-CDF draw is the piece that costs accuracy. With the race's
+# path, and the inverse-CDF draw looks like the piece that costs accuracy (the last
+# two subsections of this section put that reading to a test it fails). With the race's
 # random source, and in float64, the inverse CDF ends between the two draws, and
 # these seeds cannot tell which one either arm belongs with: the mechanism stays
 # open (exercise 19.4 (d)). What to do meanwhile is clear. The trainer's fast engine
@@ -1518,7 +1520,7 @@ say(f"On seeds 24 to 35 the trainer's own streams end at {control.min():.3f}–"
 # waits on something else. Each of its few hundred kernels is launched from Python, one
 # after another, and the GPU idles between launches. The H100 rows of the step
 # benchmark from before this section show it. The from-scratch rollout makes the same
-# tokens as `transformers`' with fewer operations, yet on the GPU it was not faster:
+# tokens as `transformers`', yet on the GPU it was not faster:
 
 # %%
 h100 = bench[bench["machine"].str.contains("H100", na=False)]
@@ -1678,15 +1680,16 @@ say(f"The fast rollout cut the steps' time from "
     f"generation from {by.loc['transformers', 'generation (s)']:.0f} s to "
     f"{by.loc['fast_graph', 'generation (s)']:.0f} s. Held-out strict accuracy was "
     f"{mean_range(acc.get_group('fast_graph'))} with it and "
-    f"{mean_range(acc.get_group('transformers'))} without it. That is the pattern of "
-    "the CPU seeds above, lower and further apart with the inverse-CDF draw, and two "
-    "seeds cannot settle it.")
+    f"{mean_range(acc.get_group('transformers'))} without it. Two seeds a side "
+    "cannot say whether the gap is the engine's; on the CPU, 24 seeds a side traced "
+    "such gaps to the random numbers each run drew, not to the draw.")
 
 # %% [markdown]
 # ## What to notice
 #
 # - The floor of a step is its FLOPs over the machine's matmul peak. For the tiny model
-#   the update holds most of the FLOPs, and the rollout holds most of the lost time.
+#   the update holds most of the FLOPs. Before the fast path the rollout held most of
+#   the time lost against the floor; after it, the update holds as much or more.
 # - A small model's decode step is bound by operator calls. Fusing projections,
 #   folding constants into the weights and sampling with one random number per row
 #   remove most of them without changing the function.
