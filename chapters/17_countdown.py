@@ -49,15 +49,17 @@
 # 12. **a longer budget**: two rounds again with 384 new tokens;
 # 13. **keeping the books**: a corpus that writes the numbers each step leaves;
 # 14. **a reward against repeats**: a penalty for an attempt worked out twice;
-# 15. **learning from its own right answers**: two rounds of rejection-sampling
+# 15. **a reward for sound work**: pay every attempt worked right with the given
+#     numbers, whether or not the answer is;
+# 16. **learning from its own right answers**: two rounds of rejection-sampling
 #     fine-tuning, beside GRPO's rounds;
-# 16. **a bigger model**: the same recipe on the book's small model, on a GPU.
+# 17. **a bigger model**: the same recipe on the book's small model, on a GPU.
 #
 # *Taking stock.*
 #
-# 17. **every try at a glance**: each try's rise from its base in one table and one
+# 18. **every try at a glance**: each try's rise from its base in one table and one
 #     figure, against the room its base leaves;
-# 18. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
+# 19. **what the numbers check blocks**: the reward hacks, counted in real rollouts.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -90,10 +92,12 @@ from grpo_lib.profiles import profile
 from grpo_lib.rejection import COUNTDOWN_FILTERS
 from grpo_lib.rewards import (COUNTDOWN_VERDICTS, countdown_format_reward,
                               countdown_repeat_penalty, countdown_reward,
-                              countdown_verdict, countdown_worked_answer_reward)
+                              countdown_sound_attempt_reward, countdown_verdict,
+                              countdown_worked_answer_reward)
 from grpo_lib.tasks import load_task_split
 from grpo_lib.runs import final_eval, load_run, load_seeds, mean_range
-from grpo_lib.tasks.countdown import DATA_DIR, solve, worked_steps
+from grpo_lib.tasks.countdown import (DATA_DIR, attempt_is_sound, attempt_numbers,
+                                      attempts_of, solve, worked_steps)
 from grpo_lib.trainer import train_from_yaml
 
 P = profile()
@@ -174,17 +178,29 @@ print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.1f}
 # it uses 14 twice and never uses 13. A checker that only evaluates the expression
 # pays it in full.
 #
-# GRPO-Zero's own checker (its `answer_reward_function`) guards `eval` with a
-# character whitelist, `^[0-9+\-*/() ]+$`. The whitelist admits `*` twice in a row:
+# GRPO-Zero's own checker (its `answer_reward_function`) guards `eval` with two
+# tests: a character whitelist, `^[0-9+\-*/() ]+$`, and the numbers check (the
+# literals must be the given numbers, each once). So `9**9**9**9` above would be
+# refused before `eval` for want of the right numbers. But the whitelist admits `*`
+# twice in a row, and a power tower built from the problem's own numbers passes both
+# tests:
 
 # %%
 GRPO_ZERO_ALLOWED = r"^[0-9+\-*/() ]+$"
-tower = "9**9**9**9"
-say(f"`re.match(GRPO_ZERO_ALLOWED, '{tower}')` finds a match: "
-    f"**{re.match(GRPO_ZERO_ALLOWED, tower) is not None}**. That checker would hand "
-    f"`{tower}` to `eval`, which starts computing a number with more digits than "
-    f"the machine has memory and does not return. The verdict above took "
-    f"{rows[4]['µs']:.0f} µs to call it `{rows[4]['verdict']}`.")
+tower_problem = next(r for r in test_rows
+                     if len(r["numbers"]) == 4 and min(r["numbers"]) > 1)
+given, goal = tower_problem["numbers"], tower_problem["target"]
+tower = "**".join(map(str, sorted(given)))  # a ** (b ** (c ** d))
+own_numbers = sorted(map(int, re.findall(r"\d+", tower))) == sorted(given)
+t0 = time.perf_counter()
+tower_verdict = countdown_verdict(f"<answer> {tower} </answer>", given, goal)
+tower_micros = (time.perf_counter() - t0) * 1e6
+say(f"For the held-out problem {given} with target {goal}, `{tower}` matches the "
+    f"whitelist (**{re.match(GRPO_ZERO_ALLOWED, tower) is not None}**) and uses "
+    f"each given number once (**{own_numbers}**). That checker would hand it to "
+    f"`eval`, which starts computing a number with more digits than the machine has "
+    f"memory and does not return. Ours took {tower_micros:.0f} µs to call it "
+    f"`{tower_verdict}`.")
 
 # %% [markdown]
 # ## A base model that can try
@@ -1012,7 +1028,8 @@ print(ceiling.to_string(float_format=lambda v: f"{v:.3f}"))
 # was, then trained with the fourth try's levers at twice its learning rate (2e-4),
 # two seeds each. They ran on an H100 (`scripts/countdown_bases_gpu.sh`), where the
 # fast engine draws by inverse CDF and replays each decode step as one CUDA graph.
-# The chain base's runs at 2e-4 ran on this book's CPU. Every model gets the
+# The chain base's runs at 2e-4 ran on this book's CPU, drawing by inverse CDF
+# too, from another random stream. Every model gets the
 # held-out protocol above.
 # The table also reads the traces: among the attempts whose last step could reach
 # the target, the share that took an operator that does (`aimed_last_steps`).
@@ -1099,9 +1116,9 @@ say(f"Run flawlessly, the aimed search answers {ceiling.loc['aimed', 'all']:.3f}
 # inside the one token that picks it. The traces never show that work, and a model
 # of a million parameters does not learn it from the traces it was pretrained on.
 # GRPO moves the share by a few points. The new bases gain a little more than the
-# chain base, with another sampler on another device, and stay far below what
-# their own search allows when it aims. What a small model learns from a trace is
-# the work the trace writes out, not the choices it makes silently.
+# chain base, with the same draw on another device and random stream, and stay far
+# below what their own search allows when it aims. What a small model learns from a
+# trace is the work the trace writes out, not the choices it makes silently.
 
 # %% [markdown]
 # ## Aiming in writing
@@ -1464,20 +1481,10 @@ print(ceilings_written.to_string(float_format=lambda v: f"{v:.3f}"))
 # the first round's settings, two seeds, on this book's CPU. Beside the held-out
 # success, the table counts the attempts that combine exactly the problem's
 # numbers: an attempt that reuses a number, or brings one the problem does not
-# have, cannot be the answer however well it aims. `attempt_numbers` reads them
-# from the worked steps.
+# have, cannot be the answer however well it aims. The library's `attempt_numbers`
+# reads them from the worked steps.
 
 # %%
-def attempt_numbers(steps):
-    """The numbers one attempt combines, sorted: the first step's two, then the one
-    each later step brings (the tries of one last step bring theirs once)."""
-    used = [steps[0][0]]
-    for k, (a, _, b, _, _) in enumerate(steps):
-        if k == 0 or (a, b) != (steps[k - 1][0], steps[k - 1][2]):
-            used.append(b)
-    return sorted(used)
-
-
 def given_numbers_share(answers):
     """Of the sampled answers' attempts, the share that combine exactly the
     problem's numbers."""
@@ -1912,17 +1919,23 @@ print("rise from the base after one round (points)")
 print(repeat_rise.to_string(float_format=lambda v: f"{v:.1f}"))
 
 # %%
+def plot_training_success(ax, arms, title):
+    """Each arm's training success (20-step mean), one line per seed; `arms` is a
+    sequence of (label, color, runs)."""
+    for name, color, runs in arms:
+        for i, run in enumerate(runs):
+            ax.plot(run.metrics["step"],
+                    run.metrics["accuracy"].rolling(20, min_periods=5).mean(),
+                    color=color, label=name if i == 0 else None)
+    ax.set(xlabel="step", ylabel="training success (20-step mean)", title=title)
+    ax.legend(fontsize=9)
+    ax.grid(alpha=0.3)
+
+
 fig, ax = plt.subplots(figsize=(7.3, 3.4))
-for name, color, runs in (("answer reward", "C0", spelled_runs),
-                          ("answer reward + 0.5 x repeat penalty", "C3", repeat_runs)):
-    for i, run in enumerate(runs):
-        ax.plot(run.metrics["step"],
-                run.metrics["accuracy"].rolling(20, min_periods=5).mean(),
-                color=color, label=name if i == 0 else None)
-ax.set(xlabel="step", ylabel="training success (20-step mean)",
-       title="The spelled base's first round, with and without the penalty")
-ax.legend(fontsize=9)
-ax.grid(alpha=0.3)
+plot_training_success(ax, (("answer reward", "C0", spelled_runs),
+                           ("answer reward + 0.5 x repeat penalty", "C3", repeat_runs)),
+                      "The spelled base's first round, with and without the penalty")
 fig.tight_layout()
 plt.show()
 
@@ -1957,6 +1970,205 @@ say(f"With the penalty, one round brings the spelled base to "
 # ledger's wrong lists: a model of this size does not keep track of what it has
 # already written, and a reward that asks for it does not supply it within one
 # round.
+
+# %% [markdown]
+# ## A reward for sound work
+#
+# Every reward so far pays for the answer, so a group in which no answer is right
+# carries no signal however its attempts were worked, and dynamic sampling drops it.
+# On four numbers that is most groups. `countdown_sound_attempt_reward` pays for the
+# work itself. It reads each attempt of the reasoning as the steps it works out and
+# calls it sound when every step is right, each step continues from the result
+# before it (or retries the step before it with another operator), and each given
+# number is brought in exactly once: work that would answer the problem had it
+# reached the target. It pays the share of sound attempts,
+#
+# $$r_\text{sound} = \frac{\#\text{sound attempts}}{\#\text{attempts}},$$
+#
+# a share rather than a count, so that writing more attempts is not paid for in
+# itself.
+
+# %%
+show_source(attempt_is_sound, docstring=False)
+
+# %%
+opening = "<think> Numbers 7, 5, 15; target 30. "
+for trace in (opening + "7 - 5 = 2, 2 + 15 = 17, 2 * 15 = 30. </think>",
+              opening + "7 + 5 = 12, 12 + 15 = 27, not 30. 7 - 5 = 2, 2 + 2 = 4, "
+                        "not 30. 7 - 5 = 3, 3 * 15 = 45, not 30. "
+                        "7 + 5 = 12, 13 + 15 = 28, not 30."):
+    paid = countdown_sound_attempt_reward([trace], numbers=[[7, 5, 15]])[0]
+    print(f"{paid:.2f}  ... {trace[len(opening):]}")
+
+# %% [markdown]
+# The second trace has four attempts and one of them is sound: the second brings in
+# a 2 it was not given, the third miscomputes $7 - 5$, the fourth does not continue
+# from its own first result. In the chain base's held-out answers, and in those of
+# the fourth try's policies, the answers whose every attempt is sound succeed far more
+# often than the others:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def sound_shares(samples):
+    """The sound-work reward of each sampled answer."""
+    sampled = samples.query("mode == 'sampled'")
+    numbers = [test_rows[i]["numbers"] for i in sampled["prompt_index"]]
+    return pd.Series(countdown_sound_attempt_reward(list(sampled["completion"]),
+                                                    numbers=numbers),
+                     index=sampled.index)
+
+
+def soundness_table(samples):
+    """By problem size: the mean sound-work reward, the share of answers whose every
+    attempt is sound, and the success of those answers and of all of them."""
+    sampled = samples.query("mode == 'sampled'")
+    share = sound_shares(samples)
+    right = sampled["verdict"] == "correct"
+    return pd.DataFrame({
+        "sound share": share_by_size(share, sampled["size"]),
+        "all sound": share_by_size(share == 1.0, sampled["size"]),
+        "success": share_by_size(right, sampled["size"]),
+        "success, all sound": share_by_size(right[share == 1.0],
+                                            sampled["size"][share == 1.0])})
+
+
+soundness = pd.concat({"chain base": soundness_table(answers["base"]),
+                       "fourth try, seed 0": soundness_table(answers["seed 0"])})
+print("held-out sampled answers (500 problems x 4)")
+print(soundness.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %% [markdown]
+# Part of that gap is selection: an answer that hits early writes few attempts and
+# has few chances to go wrong. But most of the answers fail with attempts that drop,
+# reuse or miscopy a number or miscompute a step, and a reward on the answer alone
+# pays for none of the attempts that were worked right on a problem nobody solved.
+# The round below adds the sound-work reward at weight 0.5 to the worked-answer
+# reward, so a right answer with sound work earns 1.5 and a wrong one at most 0.5.
+# Dynamic sampling keeps the groups whose *total* reward varies, which is nearly every
+# group now, four-number ones included. Everything else is the chain base's round at
+# the learning rate of the aiming section (2e-4), two seeds on this book's CPU:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+sound_runs = load_seeds("ch17_chain_sound")
+sound_config = json.loads((RUNS / sound_runs[0].name / "config.json").read_text())
+for key in ("model_name_or_path", "reward_funcs", "reward_weights", "learning_rate",
+            "beta", "dynamic_sampling"):
+    print(f"{key}: {sound_config[key]}")
+sound_sizes = pd.DataFrame({
+    "base": sampled_by_size(answers["base"]),
+    "fourth try, step 100": mean_by_size([answers["seed 0"], answers["seed 1"]]),
+    "sound work, step 100": mean_by_size(judged(sound_runs, 100))})
+print("held-out sampled success by problem size, answers cut off and answers that "
+      "repeat an attempt (step 100: mean of two seeds)")
+print(sound_sizes.to_string(float_format=lambda v: f"{v:.3f}"))
+sound_rise = pd.concat({"answer reward, lr 2e-4": rise_by_seed(aimers["chain"]),
+                        "+ 0.5 x sound work": rise_by_seed(sound_runs)}, axis=1)
+print("rise from the chain base after one round (points)")
+print(sound_rise.to_string(float_format=lambda v: f"{v:.1f}"))
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(8.6, 3.4))
+plot_training_success(axes[0], (("answer reward", "C0", aimers["chain"]),
+                                ("+ 0.5 x sound work", "C3", sound_runs)),
+                      "The chain base's round at lr 2e-4")
+for i, run in enumerate(sound_runs):
+    axes[1].plot(run.metrics["step"], run.metrics[
+        "reward/countdown_sound_attempt_reward"].rolling(20, min_periods=5).mean(),
+        color="C3", label=f"seed {i}", ls="-" if i == 0 else "--")
+axes[1].set(xlabel="step", ylabel="sound-work reward (20-step mean)",
+            title="The share of sound attempts")
+axes[1].legend(fontsize=9)
+axes[1].grid(alpha=0.3)
+fig.tight_layout()
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def search_table(answer_sets):
+    """By problem size, averaged over seeds: success, answers whose every attempt is
+    sound, answers with a sound attempt that hits the target, attempts per answer and
+    answers cut off by the budget."""
+    def one(samples):
+        sampled = samples.query("mode == 'sampled'")
+        rows = [test_rows[i] for i in sampled["prompt_index"]]
+        attempts = [attempts_of(t) for t in sampled["completion"]]
+        sound = [[a for a in found if attempt_is_sound(a, r["numbers"])]
+                 for found, r in zip(attempts, rows)]
+        return pd.DataFrame({
+            "success": sampled["verdict"] == "correct",
+            "all sound": [bool(a) and len(f) == len(a)
+                          for f, a in zip(sound, attempts)],
+            "a sound hit": [any(a[-1][3] == r["target"] for a in f)
+                            for f, r in zip(sound, rows)],
+            "attempts": [len(a) for a in attempts],
+            "cut off": sampled["truncated"]}, index=sampled.index).groupby(
+                sampled["size"]).mean()
+    return sum(map(one, answer_sets)) / len(answer_sets)
+
+
+searched = pd.concat({
+    "chain base": search_table([answers["base"]]),
+    "fourth try": search_table([answers["seed 0"], answers["seed 1"]]),
+    "sound work": search_table(judged(sound_runs, 100))}).rename(
+        index=lambda n: f"{n} numbers" if isinstance(n, int) else n)
+print("held-out sampled answers by problem size (trained: mean of two seeds, step 100)")
+print(searched.to_string(float_format=lambda v: f"{v:.3f}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+sound_end = [held_out_success(r.name, 100) for r in sound_runs]
+sound_paid = pd.concat([r.metrics["reward/countdown_sound_attempt_reward"]
+                        for r in sound_runs], axis=1).mean(axis=1)  # [steps]
+four = searched.xs("4 numbers", level=1)  # [arms, columns]
+
+
+def equal_groups(runs):
+    """The share of sampled groups with equal rewards, over both seeds' steps."""
+    return pd.concat([r.metrics["zero_std_frac"] for r in runs]).mean()
+
+
+say(f"With the sound-work reward, one round brings the chain base to "
+    f"{mean_range(sound_end)} sampled, "
+    f"{mean_range(sound_rise['+ 0.5 x sound work'].loc['sampled'].tolist(), 1)} "
+    f"points above it; with the answer reward alone at the same learning rate, "
+    f"{mean_range(sound_rise['answer reward, lr 2e-4'].loc['sampled'].tolist(), 1)}. "
+    f"Greedy, "
+    f"{mean_range(sound_rise['+ 0.5 x sound work'].loc['greedy'].tolist(), 1)} "
+    f"points against "
+    f"{mean_range(sound_rise['answer reward, lr 2e-4'].loc['greedy'].tolist(), 1)}. "
+    f"The sound-work reward of the sampled training answers went from "
+    f"{sound_paid.head(10).mean():.3f} in the first ten steps to "
+    f"{sound_paid.tail(10).mean():.3f} in the last ten (mean of the two seeds). On "
+    f"four-number problems, answers whose every attempt is sound went from "
+    f"{four.loc['chain base', 'all sound']:.3f} of the base's to "
+    f"{four.loc['sound work', 'all sound']:.3f}, and success from "
+    f"{four.loc['chain base', 'success']:.3f} to "
+    f"{four.loc['sound work', 'success']:.3f} (the fourth try: "
+    f"{four.loc['fourth try', 'success']:.3f}); the answers hold "
+    f"{four.loc['sound work', 'attempts']:.2f} attempts on average against the base's "
+    f"{four.loc['chain base', 'attempts']:.2f}, and "
+    f"{four.loc['sound work', 'cut off']:.3f} of them are cut off against "
+    f"{four.loc['chain base', 'cut off']:.3f}. Sampled groups whose rewards were all "
+    f"equal: {equal_groups(sound_runs):.1%}, against "
+    f"{equal_groups(aimers['chain']):.1%} with the answer reward alone.")
+
+# %% [markdown]
+# The reward got what it pays for, and success did not follow. Answers whose every
+# attempt is sound became several times as common, most of all on four numbers, yet
+# the round rose less than the answer reward alone and greedy success fell. On four
+# numbers, where the sound answers grew most, success ended where the fourth try's
+# did, and so did the share of answers holding a sound attempt that hits the target:
+# keeping every number, paid for directly, did not make the search find the answer.
+#
+# The table also shows how the policy raised its share: it wrote fewer attempts and
+# was cut off far less often. A share does not pay for more attempts, but a response
+# the budget cuts off ends in an unfinished attempt, and an unfinished attempt is not
+# sound; so the share pays for stopping before the budget, and stopping early means
+# searching less. A dense reward measures a precondition of success; the policy can
+# meet it in ways that leave success where it was, and here one of those ways costs
+# search. The answer reward, which pays only for the thing itself, did better with
+# the same base, budget and schedule.
 
 # %% [markdown]
 # ## Learning from its own right answers
@@ -2151,6 +2363,8 @@ GLANCE = [  # (try, section, the trained runs, their step[, their base's runs])
     ("ledger, 384 tokens", "Keeping the books", "ch17_ledger_seed{}_cpu", 100),
     ("spelled + repeat penalty", "A reward against repeats",
      "ch17_spelled_repeats_seed{}_cpu", 100),
+    ("chain + sound-work reward", "A reward for sound work",
+     "ch17_chain_sound_seed{}_cpu", 100),
     ("spelled, RAFT round 1", "Its own right answers", "ch17_rft_seed{}_cpu",
      "round1", "ch17_spelled_seed{}_cpu"),
     ("spelled, RAFT round 2", "Its own right answers", "ch17_rft_seed{}_cpu",
@@ -2216,12 +2430,14 @@ plt.show()
 
 # %% [markdown]
 # Most tries rise between 8 and 14 points from their base, whatever the corpus, the
-# reward, the budget or the schedule. The largest rises come from more training:
-# two rounds, at either budget. The corpora that ask the tiny model to keep more on
-# the page (compact, ledger) start lower and rise least, and so does learning from
-# right answers alone; a GRPO round after it ends where a GRPO round from the base
-# ends. On the chain, aimed and lookahead bases greedy success fell or stood still
-# while sampled success rose; from the spelled base on, the two rise together.
+# reward, the budget or the schedule. The largest rise comes from two rounds at 256
+# tokens; one 200-step schedule read at its step 100, and two rounds at 384 tokens,
+# come next. The corpora that ask the tiny model to keep more on the page (compact,
+# ledger) start lower and rise least, and so do learning from right answers alone
+# and paying for sound work; a GRPO round after learning from right answers ends
+# where a GRPO round from the base ends. On the chain, aimed and lookahead bases
+# greedy success fell or stood still while sampled success rose; from the spelled
+# base on, the two rise together.
 # None of the tiny model's tries lifts four-number problems far (the tables by
 # problem size above). The small model starts higher on them and ends higher, but
 # its round rises no more than the tiny model's: what a model can keep track of
@@ -2329,8 +2545,8 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #
 # - Countdown's answers are checked completely by a rule: the answer must use each
 #   given number exactly once and reach the target. The check runs on a parsed
-#   expression in exact fractions and never calls `eval`; GRPO-Zero's character
-#   whitelist lets `9**9**9**9` through to `eval`.
+#   expression in exact fractions and never calls `eval`; GRPO-Zero's checks let
+#   a power tower of the problem's own numbers through to `eval`.
 # - A model needs to be able to try before RL can help. The first Countdown base,
 #   trained on random search traces over expression trees, solved too few problems
 #   for GRPO to learn from, under either reward and at either learning rate. Its own
@@ -2357,8 +2573,8 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 # - Traces whose attempts aim at the target make a search that could answer far
 #   more, but the bases pretrained on them aim no better than the chain base: the
 #   choice of operator is made in one token, without the work written out. GRPO
-#   adds a couple of points more on them than on the chain base (with another
-#   sampler, on another device), far below what an aimed search allows.
+#   adds a couple of points more on them than on the chain base (the same draw, on
+#   another device), far below what an aimed search allows.
 # - Writing the aim out works where a silent aim did not. A base whose traces try
 #   every operator of the last step, each worked out, aims in most attempts. It
 #   starts lower; one round of GRPO gains about as much as on the aimed base, and
@@ -2380,6 +2596,11 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 # - A reward that charges for an attempt worked out twice does not stop repeats: in a
 #   round from the spelled base they grow as they did without it, and success ends
 #   where it ended without it.
+# - A reward for sound work, the share of attempts worked right with the given
+#   numbers, gets what it pays for: sound answers became several times as common,
+#   four numbers included. Success rose less than with the answer reward alone: the
+#   policy wrote fewer attempts and was cut off less often, which the share pays
+#   for, and on four numbers it found the answer no more often than before.
 # - Fine-tuning the base on its own right answers (RAFT, two rounds) gains less than
 #   half of what two rounds of GRPO gain, in less than half the time: it never
 #   learns from the wrong answers of a group. A GRPO round after it ends about where
@@ -2420,9 +2641,10 @@ except NotImplementedError:
 
 # %% [markdown]
 # **17.2 — A value-only checker.** Write `my_value_only_reward(completion, target)`:
-# 1.0 when the completion's answer block evaluates to the target, whatever numbers it
-# uses, else 0.0. It must never raise and never hang. Then count how many of the
-# value-only checker's payments in seed 0's run went to wrong numbers.
+# 1.0 when the completion's answer block, an expression in numbers, `+ - * /` and
+# parentheses (anything else is not an expression), evaluates to the target, whatever
+# numbers it uses, else 0.0. It must never raise and never hang. Then count how many
+# of the value-only checker's payments in seed 0's run went to wrong numbers.
 
 # %%
 def my_value_only_reward(completion, target):

@@ -41,7 +41,7 @@ __all__ = [
     "reasoning_steps_reward", "length_reward", "cosine_scaled_reward",
     "length_bonus_reward", "repetition_penalty_reward", "soft_overlong_punishment",
     "combine_rewards", "CombinedReward", "with_params", "reward_name",
-    "REWARD_FUNCTIONS",
+    "REWARD_FUNCTIONS", "countdown_sound_attempt_reward",
 ]
 
 RewardFunction = Callable[..., list]
@@ -737,13 +737,47 @@ def countdown_repeat_penalty(completions: list[str], max_penalty: float = -1.0,
     return out
 
 
+def countdown_sound_attempt_reward(completions: list[str],
+                                   numbers: Sequence | None = None,
+                                   **kwargs) -> list[float]:
+    r"""The share of a response's Countdown attempts that are sound work.
+
+    .. math:: r = \frac{\#\text{sound attempts}}{\#\text{attempts}}
+
+    Attempts are read by :func:`grpo_lib.tasks.countdown.attempts_of` (the sentences
+    of the reasoning that work out a step; a sentence cut off by the token budget
+    counts too). One is sound (:func:`~grpo_lib.tasks.countdown.attempt_is_sound`)
+    when every step is right, each step continues from the result before it or
+    retries the step before it with another operator, and it brings in each given
+    number exactly once: work that would answer the problem had it reached the
+    target. Unlike a reward on the answer, it pays for keeping the numbers and the
+    arithmetic right in every attempt, on problems no sample of the group solves too
+    (chapter 17). A share, not a count, so more attempts are not paid for in
+    themselves; but a response cut off by the budget ends in an unfinished attempt,
+    which is not sound, so the share pays for stopping early, and chapter 17 measures
+    what that costs. 0.0 without attempts; the range is [0, 1].
+    """
+    from .tasks.countdown import attempt_is_sound, attempts_of
+
+    fn = "countdown_sound_attempt_reward"
+    texts = _texts(completions, fn)
+    numbers = _column(numbers, "numbers", len(texts), fn, "[[45, 43, 83, 38]]")
+    out = []
+    for text, given in zip(texts, numbers):
+        given = [_as_fraction(n, "numbers", fn) for n in given]
+        attempts = attempts_of(text)
+        sound = sum(attempt_is_sound(steps, given) for steps in attempts)
+        out.append(sound / len(attempts) if attempts else 0.0)
+    return out
+
+
 REWARD_FUNCTIONS: dict[str, RewardFunction] = {
     f.__name__: f for f in (
         format_reward, soft_format_reward, accuracy_reward, answer_anywhere_reward,
         signed_accuracy_reward, countdown_format_reward,
         countdown_answer_reward, countdown_reward, countdown_value_only_reward,
         countdown_worked_answer_reward, countdown_repeat_penalty,
-        language_consistency_reward,
+        countdown_sound_attempt_reward, language_consistency_reward,
         reasoning_steps_reward, length_reward,
         cosine_scaled_reward, length_bonus_reward, repetition_penalty_reward,
         soft_overlong_punishment,

@@ -13,7 +13,8 @@ from grpo_lib.rewards import (
     cosine_scaled_reward, countdown_answer_reward, countdown_format_reward,
     countdown_reward, format_reward, language_consistency_reward, length_bonus_reward,
     length_reward,
-    countdown_repeat_penalty, reasoning_steps_reward, repetition_penalty_reward,
+    countdown_repeat_penalty, countdown_sound_attempt_reward, reasoning_steps_reward,
+    repetition_penalty_reward,
     reward_name,
     signed_accuracy_reward, soft_format_reward, soft_overlong_punishment, with_params,
 )
@@ -290,6 +291,34 @@ def test_countdown_repeat_penalty_counts_attempts_worked_twice():
         countdown_repeat_penalty("one string")
 
 
+def test_countdown_sound_attempt_reward_pays_the_share_of_sound_work():
+    head = "<think> Numbers 7, 5, 15; target 30. "
+    texts = [
+        head + "7 - 5 = 2, 2 + 15 = 17, 2 * 15 = 30. </think> <answer> (7 - 5) * 15 "
+               "</answer>",  # one sound attempt whose last step is retried: 1.0
+        head + "7 + 5 = 12, 12 + 15 = 27, not 30. "  # sound
+               "7 - 5 = 2, 2 + 2 = 4, not 30. "  # brings in a 2 it was not given
+               "7 - 5 = 3, 3 * 15 = 45, not 30. "  # miscomputed
+               "7 + 5 = 12, 13 + 15 = 28, not 30. "  # does not continue from 12
+               "7 + 5 = 12, 12 + 15 = 27, 12 - 15",  # cut off: sound so far
+        head + "7 + 5 = 12, not 30. ",  # leaves 15 out
+        head + "7 + 5 = 12, 12 + 15 = 27, not 30. </think> 5 + 5 = 10. ",  # reasoning
+        "<think> 15 + 7 = 22, 22 + 5 = 27, not 30. </think>",  # any order of numbers
+        "", None, "no steps at all. none here. ",
+    ]
+    got = countdown_sound_attempt_reward(texts, numbers=[[7, 5, 15]] * len(texts))
+    assert got == pytest.approx([1.0, 2 / 5, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    assert countdown_sound_attempt_reward(  # numbers as text are read as numbers
+        texts[:1], numbers=[["7", "5", "15"]]) == [1.0]
+    assert countdown_sound_attempt_reward(texts[:1], numbers=[[7, 5, 5]]) == [0.0]
+    assert REWARD_FUNCTIONS["countdown_sound_attempt_reward"] is \
+        countdown_sound_attempt_reward
+    with pytest.raises(TypeError, match="needs the column 'numbers'"):
+        countdown_sound_attempt_reward(texts)
+    with pytest.raises(ValueError, match="is not a number"):
+        countdown_sound_attempt_reward(texts[:1], numbers=[["seven", 5, 15]])
+
+
 def test_soft_overlong_punishment_dapo():
     # L_max = 10, L_cache = 4: 0 up to 6, then (6 - |y|) / 4, then -1 beyond 10.
     texts = ["x" * n for n in (0, 6, 7, 8, 10, 11, 50)]
@@ -361,7 +390,7 @@ def test_adversarial_completions_score_within_one_second(name):
               "countdown_format_reward": 0.0, "countdown_answer_reward": 0.0,
               "countdown_reward": 0.0, "countdown_value_only_reward": 0.0,
               "countdown_worked_answer_reward": 0.0, "countdown_repeat_penalty": 0.0,
-              "language_consistency_reward": 0.0,
+              "countdown_sound_attempt_reward": 0.0, "language_consistency_reward": 0.0,
               "reasoning_steps_reward": 0.0, "repetition_penalty_reward": 0.0,
               "soft_overlong_punishment": 0.0, "length_reward": 0.0,
               "cosine_scaled_reward": -1.0, "length_bonus_reward": 0.0}

@@ -180,3 +180,36 @@ def worked_steps(text: str | None) -> list[tuple[int, str, int, int, bool]]:
                  "/": Fraction(a, b) if b else None}[op]
         out.append((a, op, b, c, value == c))
     return out
+
+
+def attempts_of(text: str | None) -> list[list[tuple[int, str, int, int, bool]]]:
+    """The attempts a response's reasoning works out: each sentence (split at
+    ``". "``) of the text before ``</think>`` (all of it when the response was cut
+    off) that works at least one step, as its :func:`worked_steps`."""
+    reasoning = (text or "").split("</think>")[0]
+    return [steps for sentence in reasoning.split(". ")
+            if (steps := worked_steps(sentence))]
+
+
+def attempt_numbers(steps) -> list[int]:
+    """The numbers a chain attempt brings in, sorted: the first step's two, then the
+    second number of each later step, except a step that retries the step before
+    it with another operator (the same two numbers), which brings none."""
+    used = [steps[0][0], steps[0][2]]
+    for (a, _, b, *_), (a0, _, b0, *_) in zip(steps[1:], steps):
+        if (a, b) != (a0, b0):
+            used.append(b)
+    return sorted(used)
+
+
+def attempt_is_sound(steps, numbers) -> bool:
+    """Whether a chain attempt (``steps`` from :func:`worked_steps`) is work that
+    could answer the problem: every step right, each step either continuing from
+    the result before it or retrying the step before it with another operator, and
+    the problem's ``numbers`` each brought in once."""
+    if not steps or not all(ok for *_, ok in steps):
+        return False
+    for (a, _, b, *_), (a0, _, b0, c0, _) in zip(steps[1:], steps):
+        if a != c0 and (a, b) != (a0, b0):
+            return False
+    return attempt_numbers(steps) == sorted(numbers)
