@@ -134,7 +134,8 @@ print(table.to_string(index=False))
 # NBVAL_IGNORE_OUTPUT
 knobs = knob_table()
 differ = knobs[knobs["same"] == False]  # noqa: E712 (None: no TRL default)
-print(differ[["ours", "trl", "trl_default", "ours_in_trl"]].to_string(index=False))
+shown = differ[["ours", "trl", "trl_default", "ours_in_trl"]].map(str)  # 1e-06
+print(shown.to_string(index=False))
 say(f"{len(differ)} of the {len(knobs)} mapped fields differ; the other "
     f"{int((knobs['same'] == True).sum())} have the same default in both "  # noqa: E712
     f"libraries.")

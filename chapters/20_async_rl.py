@@ -23,10 +23,10 @@
 #
 # 1. **where a synchronous step waits**, measured;
 # 2. **versions and bounded staleness**: the rule that keeps samples at most
-#    $\eta$ updates old, on paper first;
+#    $\Delta$ updates old, on paper first;
 # 3. **the objective on stale data**: plain GRPO against AReaL's decoupled PPO;
 # 4. **a run**, live, with a rollout worker in its own process;
-# 5. **the sweep** $\eta = 0, 1, 2, 4$, two seeds each, from committed runs:
+# 5. **the sweep** $\Delta = 0, 1, 2, 4$, two seeds each, from committed runs:
 #    throughput and accuracy against wall-clock time;
 # 6. **a worker that dies** mid-run, and a trainer that loses no step.
 
@@ -75,7 +75,7 @@ def chapter7(overrides=()):
 # ## Where a synchronous step waits
 #
 # The sweep at the end of this chapter includes two synchronous runs of chapter 7's
-# configuration ($\eta = 0$, two seeds, 100 steps): the worker samples while the
+# configuration ($\Delta = 0$, two seeds, 100 steps): the worker samples while the
 # trainer waits, then the trainer updates while the worker waits. Their logs split
 # every step into the two. With one core each, a sampler that runs during the update
 # would hide the shorter of the two:
@@ -100,16 +100,16 @@ say(f"A synchronous step: {t_gen:.2f} s of sampling and {t_upd:.2f} s of update 
 #
 # The policy after $k$ updates is **version** $k$. Batch $s$ (counting from 0)
 # feeds update $s+1$. If the worker sampled it with version $v$, the batch is
-# $s - v$ versions stale when it is used. A bound $\eta$ on that (AReaL calls it
+# $s - v$ versions stale when it is used. A bound $\Delta$ on that (AReaL calls it
 # `max_head_offpolicyness`) is kept by one rule in the worker:
 #
-# > start batch $s$ only once version $s - \eta$ is published, and sample it with
+# > start batch $s$ only once version $s - \Delta$ is published, and sample it with
 # > the newest published version.
 #
-# $\eta = 0$ is the synchronous loop: batch $s$ waits for version $s$. TRL's
+# $\Delta = 0$ is the synchronous loop: batch $s$ waits for version $s$. TRL's
 # asynchronous trainer bounds the same number, `max_staleness`, the other way round:
 # its workers keep sampling ahead and the trainer drops a sample that arrives more
-# than $\eta$ versions old, so sampling time can be lost but is never waited for.
+# than $\Delta$ versions old, so sampling time can be lost but is never waited for.
 # Our rule, simulated for this machine's two durations (`simulate_schedule` plays it
 # out for fixed times):
 
@@ -124,9 +124,9 @@ print(plan.to_string(float_format=lambda v: f"{v:.2f}"))
 
 # %% [markdown]
 # When sampling is the faster half, as here, one version of slack gives all the
-# speed there is. A larger $\eta$ only lets the worker run further ahead, so the
+# speed there is. A larger $\Delta$ only lets the worker run further ahead, so the
 # samples get older and nothing gets faster. When sampling is the slower half, the
-# staleness settles at 1 whatever $\eta$ allows (exercise 20.1 asks why).
+# staleness settles at 1 whatever $\Delta$ allows (exercise 20.1 asks why).
 #
 # The worker is `worker_main`, a function run in its own process. The versions
 # reach it through a file (`policy.pt`, written to a temporary name and renamed, so
@@ -163,7 +163,7 @@ show_source(worker_main, start="while not stop.is_set():", end="index += 1")
 #
 # ## A run, live
 #
-# Chapter 7's configuration with a worker process and $\eta = 1$. Both processes use
+# Chapter 7's configuration with a worker process and $\Delta = 1$. Both processes use
 # one torch thread:
 
 # %%
@@ -195,12 +195,12 @@ say(f"After the first step every batch is {later['staleness'].median():.0f} vers
     f"and a step takes {later['time_step'].median():.2f} s at the median.")
 
 # %% [markdown]
-# ## The sweep: $\eta = 0, 1, 2, 4$
+# ## The sweep: $\Delta = 0, 1, 2, 4$
 #
 # The committed runs train chapter 7's configuration for 100 steps with the
-# decoupled objective, two seeds for each $\eta$, one process at a time on the
+# decoupled objective, two seeds for each $\Delta$, one process at a time on the
 # 2-core machine (the worker on one core, the trainer on the other). Two more runs
-# train with plain GRPO at $\eta = 4$. Each was made with
+# train with plain GRPO at $\Delta = 4$. Each was made with
 #
 # ```
 # python -m grpo_lib train-async --config configs/r1_zero_arithmetic.yaml \
@@ -254,13 +254,13 @@ fig, (left, right) = plt.subplots(1, 2, figsize=(7.3, 3.6))
 for (eta, s), (m, e) in sweep.items():
     left.plot(m["time_total"], m["accuracy"].rolling(10, min_periods=1).mean(),
               color=f"C{[0, 1, 2, 4].index(eta)}", ls="-" if s == 0 else "--",
-              label=f"η = {eta}" if s == 0 else None)
+              label=f"Δ = {eta}" if s == 0 else None)
 left.set(xlabel="wall-clock seconds", ylabel="training accuracy (10 steps)",
          title="Accuracy against time")
 left.legend(fontsize=9)
 by_eta = table.groupby("eta").mean()
 right.bar([str(e) for e in by_eta.index], by_eta["samples/s"])
-right.set(xlabel="η", ylabel="completions per second", title="Throughput")
+right.set(xlabel="Δ", ylabel="completions per second", title="Throughput")
 fig.tight_layout()
 plt.show()
 
@@ -269,28 +269,28 @@ plt.show()
 plain_table = summary(plain)
 sync_rate = by_eta.loc[0, "samples/s"]
 slower = by_eta.loc[1, "update s"] / by_eta.loc[0, "update s"] - 1
-say(f"With $\\eta = 0$ the runs sample {sync_rate:.1f} completions per second; with "
-    f"$\\eta = 1$ {by_eta.loc[1, 'samples/s']:.1f} "
-    f"({by_eta.loc[1, 'samples/s'] / sync_rate:.2f}x), with $\\eta = 2$ and 4 "
+say(f"With $\\Delta = 0$ the runs sample {sync_rate:.1f} completions per second; with "
+    f"$\\Delta = 1$ {by_eta.loc[1, 'samples/s']:.1f} "
+    f"({by_eta.loc[1, 'samples/s'] / sync_rate:.2f}x), with $\\Delta = 2$ and 4 "
     f"{by_eta.loc[2, 'samples/s']:.1f} and {by_eta.loc[4, 'samples/s']:.1f}. "
     f"Held-out strict accuracy after 100 steps, mean of two seeds: "
-    + ", ".join(f"{by_eta.loc[e, 'strict @ end']:.3f} at $\\eta = {e}$"
+    + ", ".join(f"{by_eta.loc[e, 'strict @ end']:.3f} at $\\Delta = {e}$"
                 for e in by_eta.index)
     + f". The formula above predicted {predicted:.2f}x. The update alone takes "
-    f"{by_eta.loc[0, 'update s']:.2f} s per step at $\\eta = 0$, when the worker is "
-    f"idle during it, and {by_eta.loc[1, 'update s']:.2f} s at $\\eta = 1$, with the "
+    f"{by_eta.loc[0, 'update s']:.2f} s per step at $\\Delta = 0$, when the worker is "
+    f"idle during it, and {by_eta.loc[1, 'update s']:.2f} s at $\\Delta = 1$, with the "
     f"worker sampling beside it ({slower:+.0%}): two busy processes on one machine "
     f"slow each other a little, and that is the gap"
-    + f". Plain GRPO at $\\eta = 4$ ends at "
+    + f". Plain GRPO at $\\Delta = 4$ ends at "
     f"{plain_table['strict @ end'].mean():.3f} against the decoupled objective's "
     f"{by_eta.loc[4, 'strict @ end']:.3f}. Seconds until the training accuracy "
     f"(10-step mean) first reaches 0.85, seeds 0 and 1: "
-    + "; ".join(f"$\\eta = {e}$: " + " and ".join(
+    + "; ".join(f"$\\Delta = {e}$: " + " and ".join(
         "never" if pd.isna(v) else f"{v:.0f}" for v in table.loc[e, "s to 0.85"])
         for e in by_eta.index) + ".")
 
 # %% [markdown]
-# The two objectives at $\eta = 4$ start from the same batches (the worker samples
+# The two objectives at $\Delta = 4$ start from the same batches (the worker samples
 # them ahead, with the first versions), and the runs part ways as their updates
 # differ.
 # Held-out accuracy and format of both, with the behaviour weights the decoupled
@@ -355,8 +355,8 @@ print(out[["step", "staleness", "worker_restarts", "time_wait"]].to_string(index
 #   the longer of the two. On this machine that gives the throughput of the sweep's
 #   table.
 # - Bounded staleness is one rule in the worker: sample batch $s$ only once version
-#   $s-\eta$ exists. $\eta = 0$ is the synchronous loop; beyond the first version of
-#   slack, a larger $\eta$ here only buys older samples.
+#   $s-\Delta$ exists. $\Delta = 0$ is the synchronous loop; beyond the first version of
+#   slack, a larger $\Delta$ here only buys older samples.
 # - On stale data, the decoupled objective clips against the proximal policy and
 #   weights each token by $\pi_{\text{prox}}/\pi_{\text{behav}}$, using the
 #   log-probs the worker already has.
@@ -371,7 +371,7 @@ print(out[["step", "staleness", "worker_restarts", "time_wait"]].to_string(index
 # max_staleness, steps)`: return the list of versions that sample batches
 # $0, \ldots, \text{steps}-1$ under the rule above, without calling
 # `simulate_schedule`. Then explain why the staleness settles at 1 when sampling is
-# slower than the update, whatever $\eta$.
+# slower than the update, whatever $\Delta$.
 
 # %%
 from grpo_lib.exercises.ch20 import (check_behaviour_weight, check_schedule,
@@ -425,7 +425,7 @@ except NotImplementedError:
           "the chapter.")
 
 # %% [markdown]
-# **20.4 — Think.** (a) At $\eta = 4$ nearly every batch is four versions old. Which
+# **20.4 — Think.** (a) At $\Delta = 4$ nearly every batch is four versions old. Which
 # quantity logged by the runs shows how far the behaviour policy has drifted from
 # the proximal one, and what would you expect it to do as the learning rate grows?
 # (b) The worker loads a new version only between batches. What would change if it

@@ -10,10 +10,10 @@ core) samples batch :math:`s+1` while the trainer updates on batch :math:`s`.
   in a shared counter. Batch :math:`s` trains update :math:`s+1`; the worker samples
   it with the newest version it has loaded, :math:`v`, and reports :math:`v` with the
   batch. Its **staleness** at update time is :math:`s - v`.
-* **Bounded staleness** :math:`\\eta` (AReaL's ``max_head_offpolicyness``). The
-  worker starts batch :math:`s` only once version :math:`s - \\eta` is published,
-  so every batch is at most :math:`\\eta` versions old: it waits instead of
-  sampling too far ahead. :math:`\\eta = 0` is the synchronous loop (batch
+* **Bounded staleness** :math:`\\Delta` (AReaL's ``max_head_offpolicyness``). The
+  worker starts batch :math:`s` only once version :math:`s - \\Delta` is published,
+  so every batch is at most :math:`\\Delta` versions old: it waits instead of
+  sampling too far ahead. :math:`\\Delta = 0` is the synchronous loop (batch
   :math:`s` is sampled by version :math:`s`, while the trainer waits). TRL's
   ``AsyncGRPOTrainer`` bounds the same number, ``max_staleness``, the other way: its
   workers sample ahead, and the trainer drops a sample that arrives too old.
@@ -37,8 +37,8 @@ core) samples batch :math:`s+1` while the trainer updates on batch :math:`s`.
   next; the trainer loses no step (``worker_restarts`` counts them).
 
 The worker samples with :func:`grpo_lib.fast_decode.decode_fast` drawing with
-``torch.multinomial``: with :math:`\\eta = 0` it draws the same tokens as our
-synchronous trainer from the same seed, so an :math:`\\eta = 0` run is the
+``torch.multinomial``: with :math:`\\Delta = 0` it draws the same tokens as our
+synchronous trainer from the same seed, so an :math:`\\Delta = 0` run is the
 synchronous run.
 """
 from __future__ import annotations
@@ -73,7 +73,7 @@ class AsyncConfig:
     """How the rollout worker runs beside the trainer."""
 
     max_staleness: int = 1
-    """η: a batch is sampled by a policy at most η versions older than the one it
+    """Δ: a batch is sampled by a policy at most Δ versions older than the one it
     updates (0: synchronous)."""
     objective: str = "decoupled"
     """``"decoupled"`` (AReaL's decoupled PPO) or ``"ignore"`` (plain GRPO, the batch
@@ -114,7 +114,7 @@ def simulate_schedule(generate_s: float, update_s: float, max_staleness: int,
     r"""When each batch is sampled and by which version, for fixed durations.
 
     The worker samples batch :math:`s` (``generate_s`` seconds) once it is free and
-    version :math:`s - \eta` is published, with the newest published version; the
+    version :math:`s - \Delta` is published, with the newest published version; the
     trainer runs update :math:`s+1` (``update_s`` seconds) once it is free and batch
     :math:`s` is ready, and publishes version :math:`s+1` when it ends. Returns a
     DataFrame with one row per batch: ``version``, ``staleness`` (:math:`s - v`),
@@ -164,7 +164,7 @@ def worker_main(spec: dict, start_index: int, published, out_queue, stop) -> Non
 
     ``spec``: model folder and dtype, the policy file, the training rows and the
     sampling settings. ``published``: the shared version counter. Before batch
-    :math:`s` it waits until version :math:`s - \\eta` is published, loads the newest
+    :math:`s` it waits until version :math:`s - \\Delta` is published, loads the newest
     policy file, samples, and puts ``{"index", "version", "rollout", "rows",
     "seconds"}`` on ``out_queue``.
     """
