@@ -1066,10 +1066,11 @@ say(f"After {STEPS} steps the accuracy-only model mixes in "
 # cold start, and the short run above spread it again in a few dozen steps. A reward
 # that never looks at the language still moves it, through the advantages. In one
 # group the update is $\sum_i \hat A_i \nabla_\theta \log \pi_\theta(o_i \mid q)$, so
-# the completions that show a habit $H$ (here: a Chinese character anywhere) get a
-# net push of $|H| \, \bar A_H$, where $\bar A_H$ is their mean advantage. If it is
-# positive, the habit comes with answers that score above their group and RL spreads
-# it; if it is negative, RL removes the habit by itself; near zero, the habit drifts.
+# the completions $\mathcal H$ that show a habit (here: a Chinese character anywhere)
+# get a net push of $|\mathcal H| \, \bar A_{\mathcal H}$, where $\bar A_{\mathcal H}$
+# is their mean advantage. If it is positive, the habit comes with answers that score
+# above their group and RL spreads it; if it is negative, RL removes the habit by
+# itself; near zero, the habit drifts.
 
 # %%
 show_source(habit_advantage)

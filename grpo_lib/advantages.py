@@ -254,15 +254,15 @@ def habit_advantage(
 
     .. math::
 
-        \bar A_H = \frac{1}{|H|} \sum_{i \in H} \hat A_i
+        \bar A_{\mathcal H} = \frac{1}{|\mathcal H|} \sum_{i \in \mathcal H} \hat A_i
 
-    where :math:`\hat A_i` is :func:`group_advantages` and :math:`H` the completions
-    with the habit (a Chinese character, a self-correction, a long answer ...). The
-    policy-gradient update is :math:`\sum_i \hat A_i \nabla_\theta \log
+    where :math:`\hat A_i` is :func:`group_advantages` and :math:`\mathcal H` the
+    completions with the habit (a Chinese character, a self-correction, a long answer).
+    The policy-gradient update is :math:`\sum_i \hat A_i \nabla_\theta \log
     \pi_\theta(o_i \mid q)`, so the habit's completions get a net push of
-    :math:`|H| \, \bar A_H`: a reward that never looks at the habit still raises it
-    when :math:`\bar A_H > 0` (its completions score above their groups) and lowers
-    it when :math:`\bar A_H < 0`.
+    :math:`|\mathcal H| \, \bar A_{\mathcal H}`: a reward that never looks at the habit
+    still raises it when :math:`\bar A_{\mathcal H} > 0` (its completions score above
+    their groups) and lowers it when :math:`\bar A_{\mathcal H} < 0`.
 
     Args:
         rewards: ``B`` rewards, each prompt's ``G`` completions contiguous.
@@ -270,7 +270,7 @@ def habit_advantage(
         group_size: ``G``, >= 2.
         scale: as in :func:`group_advantages`.
     Returns:
-        :math:`\bar A_H` as a float; ``nan`` when no completion shows the habit.
+        :math:`\bar A_{\mathcal H}`, a float; ``nan`` when no completion has the habit.
     """
     habit = torch.tensor(np.asarray(has_habit, dtype=bool))  # [B], a copy
     advantages = group_advantages(rewards, group_size, scale=scale)  # [B]

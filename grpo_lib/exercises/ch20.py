@@ -41,9 +41,10 @@ def check_schedule(fn) -> bool:
             hint = (" The bound is the oldest allowed version; the worker samples "
                     "with the newest one published when it starts.")
         elif got == list(range(steps)):
-            hint = " That is the synchronous schedule; with eta > 0 it runs ahead."
-        raise AssertionError(f"(generate, update, eta, steps) = {case}: expected "
-                             f"{expected}, got {got}.{hint}")
+            hint = (" That is the synchronous schedule; with max_staleness > 0 it "
+                    "runs ahead.")
+        raise AssertionError(f"(generate, update, max_staleness, steps) = {case}: "
+                             f"expected {expected}, got {got}.{hint}")
     print("check_schedule: the versions match in all seven schedules.")
     return True
 
