@@ -1974,9 +1974,10 @@ say(f"With the penalty, one round brings the spelled base to "
 # %% [markdown]
 # ## A reward for sound work
 #
-# Every reward so far pays for the answer, so a group in which no answer is right
-# carries no signal however its attempts were worked, and dynamic sampling drops it.
-# On four numbers that is most groups. `countdown_sound_attempt_reward` pays for the
+# Every round so far learned from the answers alone: a group in which no answer is
+# right carries no signal however its attempts were worked, and dynamic sampling drops
+# it (in the repeat penalty's round too, by its `dynamic_sampling_metric`). On four
+# numbers that is most groups. `countdown_sound_attempt_reward` pays for the
 # work itself. It reads each attempt of the reasoning as the steps it works out and
 # calls it sound when every step is right, each step continues from the result
 # before it (or retries the step before it with another operator), and each given
@@ -2043,7 +2044,7 @@ print(soundness.to_string(float_format=lambda v: f"{v:.3f}"))
 # reuse or miscopy a number or miscompute a step, and a reward on the answer alone
 # pays for none of the attempts that were worked right on a problem nobody solved.
 # The round below adds the sound-work reward at weight 0.5 to the worked-answer
-# reward, so a right answer with sound work earns 1.5 and a wrong one at most 0.5.
+# reward, so a right answer earns up to 1.5 and a wrong one at most 0.5.
 # Dynamic sampling keeps the groups whose *total* reward varies, which is nearly every
 # group now, four-number ones included. Everything else is the chain base's round at
 # the learning rate of the aiming section (2e-4), two seeds on this book's CPU:
