@@ -303,7 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a config field")
     p.add_argument("--async", action="append", metavar="KEY=VALUE", dest="async_set",
                    help="an AsyncConfig field: max_staleness, objective, "
-                        "behaviour_weight_cap, worker_threads, wait_timeout")
+                        "behaviour_weight_cap, behaviour_weight_mode, "
+                        "worker_threads, wait_timeout")
     p.set_defaults(func=_train_async)
 
     p = sub.add_parser("trl-train", help="the same YAML config trained by TRL's "

@@ -58,13 +58,29 @@ class CPUOffloadAdamW(torch.optim.AdamW):
                 weight.grad.zero_()
         super().zero_grad(set_to_none=set_to_none)
 
+    def state_dict(self):
+        """AdamW's state and the float32 masters: with weights in a lower precision
+        (bfloat16) the masters hold bits the device weights lack, and an exact resume
+        needs them."""
+        state = super().state_dict()
+        state["masters"] = [master.detach().clone() for master in self.masters]
+        return state
+
     def load_state_dict(self, state_dict):
-        """Load AdamW's state and take the masters from the device weights (a resumed
-        run loads the weights into the model first)."""
+        """Load AdamW's state and the float32 masters. A state saved without masters
+        takes them from the device weights (a resumed run loads the weights into the
+        model first): exact for float32 weights, rounded for lower precisions."""
+        state_dict = dict(state_dict)
+        masters = state_dict.pop("masters", None)
+        if masters is not None and len(masters) != len(self.masters):
+            raise ValueError(f"CPUOffloadAdamW: the saved state has {len(masters)} "
+                             f"master tensors for {len(self.masters)} parameters; it "
+                             "belongs to another model.")
         super().load_state_dict(state_dict)
         with torch.no_grad():
-            for weight, master in zip(self.device_params, self.masters):
-                master.copy_(weight.detach().to("cpu", torch.float32))
+            for i, (weight, master) in enumerate(zip(self.device_params, self.masters)):
+                source = weight.detach() if masters is None else masters[i]
+                master.copy_(source.to("cpu", torch.float32))
 
 
 def offload_saving(num_params: int, dtype: torch.dtype = torch.float32) -> int:

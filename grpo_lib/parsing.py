@@ -123,8 +123,8 @@ def extract_answer(text: Any, strict: bool = True) -> str | None:
     return _last_number(normalize_digits(text))
 
 
-_NUMBER_IN_TEXT = re.compile(
-    r"(?:(?<![0-9A-Za-z)\]}])-)?[0-9]+(?:,[0-9]{3}(?![0-9]))*(?:\.[0-9]+)?"
+_NUMBER_IN_TEXT = re.compile(  # 1,234.5 or .5, each with an optional minus sign
+    r"(?:(?<![0-9A-Za-z)\]}])-)?(?:[0-9]+(?:,[0-9]{3}(?![0-9]))*(?:\.[0-9]+)?|\.[0-9]+)"
 )
 
 
@@ -183,7 +183,7 @@ def parse_number(s: Any) -> Fraction | None:
     parse_number("14.0") == 14`` and ``parse_number("0.1") == Fraction(1, 10)`` exactly.
 
     ``None`` for anything else: words, expressions (``"2 + 12"``), ``"nan"``, ``"inf"``,
-    and numbers with more than :data:`MAX_NUMBER_DIGITS` digits (Python's ``int()``
+    and text longer than :data:`MAX_NUMBER_DIGITS` + 16 characters (Python's ``int()``
     raises above 4,300 digits; :func:`answers_equal` compares those as digit strings).
     """
     if isinstance(s, bool):
@@ -417,7 +417,7 @@ _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]+")
 def has_cjk(text: Any) -> bool:
     """Whether the text contains a CJK character (Han, Hiragana, Katakana or Hangul).
 
-    The evaluation harness uses it on the reasoning to count language-mixed responses.
+    The evaluation harness runs it on whole completions to count language mixing.
     """
     text = completion_text(text)
     return bool(text) and _CJK_CHAR.search(text) is not None

@@ -100,6 +100,10 @@ def _train_problems() -> list[Problem]:
     return [Problem.from_row(r) for r in rows]
 
 
+_CORPUS_SETTINGS = ("task", "mix", "countdown_mix", "steps", "batch_size", "seed")
+"""The settings that decide a pretraining run's documents and their order."""
+
+
 def corpus_documents(cfg: PretrainConfig) -> list[dict]:
     """The run's ``steps x batch_size`` documents, from the task's training split."""
     n = cfg.steps * cfg.batch_size
@@ -252,6 +256,16 @@ class Pretrainer(TrainingLoop):
                 "last_losses": self.losses}
 
     def _restore_trainer_state(self, state: dict) -> None:
+        saved, now = state.get("config", {}), self.config.to_dict()
+        differ = [f"{k}={saved[k]!r} (now {now[k]!r})" for k in _CORPUS_SETTINGS
+                  if k in saved and k in now and saved[k] != now[k]]
+        if differ:
+            raise ValueError(
+                "the checkpoint was made with " + ", ".join(differ) + ". The corpus "
+                "and its document order are drawn from steps x batch_size documents "
+                "of that task, mix and seed, so resuming with other values would "
+                "repeat some documents and skip others; resume with the checkpoint's "
+                "values, or start a new run.")
         self.tokens_seen, self.elapsed = state["tokens_seen"], state["elapsed_s"]
         self.losses = state["last_losses"]
 

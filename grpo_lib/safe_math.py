@@ -181,7 +181,7 @@ def safe_eval(expr: str, *, max_length: int = 256, max_depth: int = 100,
 
 def expression_literals(expr: str, *, max_length: int = 256, max_depth: int = 100,
                         allow_pow: bool = False) -> list[Fraction]:
-    """The number literals of the expression in source order (``"-3 + 45"`` -> [3, 45]).
+    """The number literals of the expression by column (``"-3 + 45"`` -> [3, 45]).
 
     Countdown checks with this that each given number is used exactly once. Raises
     :class:`ExpressionError` like :func:`safe_eval` if the source is not allowed.

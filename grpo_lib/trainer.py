@@ -448,7 +448,7 @@ class GRPOConfig(YAMLConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 bad(f"{name}={value!r}: must be an integer >= 0 (0 = never).")
-        problems.extend(_dynamic_sampling_problems(self) + _seed_problems(self))
+        problems.extend(_setting_problems(self))
         if problems:
             raise ValueError("Invalid GRPOConfig:\n  - " + "\n  - ".join(problems))
         return self
@@ -1354,7 +1354,8 @@ def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):
 def _dynamic_sampling_problems(config: GRPOConfig) -> list[str]:
     """What is wrong with ``config``'s dynamic-sampling settings (for ``validate``)."""
     problems = []
-    if config.dynamic_sampling_max_rounds < 0:
+    if isinstance(config.dynamic_sampling_max_rounds, int) and \
+            config.dynamic_sampling_max_rounds < 0:
         problems.append(f"dynamic_sampling_max_rounds="
                         f"{config.dynamic_sampling_max_rounds!r}: must be >= 0.")
     names = [_reward_spec_name(spec) for spec in config.reward_funcs or []]
@@ -1419,6 +1420,30 @@ def _rollout_engine(trainer) -> str:
     return engine
 
 
+def _setting_problems(config: GRPOConfig) -> list[str]:
+    """What ``validate`` finds wrong beyond its own checks: settings that would
+    otherwise pass and fail at the first rollout or update, or train on nothing."""
+    problems = _dynamic_sampling_problems(config) + _seed_problems(config)
+    if config.loss_type not in ("cispo", "reinforce") and not config.epsilon < 1:
+        problems.append(f"epsilon={config.epsilon!r}: the clip range [1 - epsilon, "
+                        f"1 + epsilon_high] needs epsilon < 1 (usual: 0.2).")
+    for name, optional in (("generation_batch_size", True), ("eval_batch_size", False)):
+        value = getattr(config, name)
+        if not (value is None and optional) and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            problems.append(f"{name}={value!r}: must be an integer >= 1"
+                            + (" or null (the whole batch at once)." if optional
+                               else "."))
+    rounds = config.dynamic_sampling_max_rounds
+    if isinstance(rounds, bool) or not isinstance(rounds, int):
+        problems.append(f"dynamic_sampling_max_rounds={rounds!r}: must be an integer.")
+    if config.ignore_eos and config.mask_truncated_completions:
+        problems.append("ignore_eos=True makes every completion run to "
+                        "max_completion_length, so mask_truncated_completions=True "
+                        "would leave no token to train on; set one of them to false.")
+    return problems
+
+
 def _seed_problems(config: GRPOConfig) -> list[str]:
     """``seed`` seeds torch, numpy and the rollouts' ``numpy.random.SeedSequence``,
     which take the integers 0 .. 2**32 - 1 alike."""
@@ -1438,6 +1463,11 @@ def _rows_with_reward_columns(trainer, dataset) -> Any:
 
     rows = trainer._as_rows(dataset, "train_dataset")
     have = set(rows[0])
+    if trainer.config.prompt_format == "r1_zero" and "question" not in have:
+        raise ValueError(
+            f"prompt_format='r1_zero' writes the R1-Zero template around each row's "
+            f"question, and the training rows have no 'question' column (their "
+            f"columns: {sorted(have)}). Add it, or use prompt_format='chat'.")
     for fn, name in zip(trainer.reward_funcs, trainer.reward_names):
         if getattr(fn, "__module__", None) != "grpo_lib.rewards":
             continue  # a function of the reader's own: its columns are its business

@@ -328,13 +328,13 @@ class TrainingLoop:
         self._flag["interrupted"] = False
         bar = tqdm(total=run.max_steps, initial=self.step, desc=self.bar_label,
                    leave=False, disable=not run.progress_bar, dynamic_ncols=True)
-        data_position = (self.epoch, self.position)
+        data_position = (self.step, self.epoch, self.position)
         try:
             self._on_train_start()
             while self.step < run.max_steps:
                 step_before = self.step
                 metrics = self.train_step()
-                data_position = (self.epoch, self.position)
+                data_position = (self.step, self.epoch, self.position)
                 self.history.append(metrics)
                 if self._log_this_step():
                     self._write_metrics_row(metrics)
@@ -354,8 +354,10 @@ class TrainingLoop:
         except KeyboardInterrupt:
             bar.close()
             # An interrupt before a step's update leaves the model as it was after the
-            # last completed step; rewind the data order to that step too.
-            self.epoch, self.position = data_position
+            # last completed step; rewind the data order to that step too. (If the
+            # step did complete, its own data position is already the current one.)
+            if self.step == data_position[0]:
+                self.epoch, self.position = data_position[1:]
             path = self.save_checkpoint()
             self._print(
                 f"Interrupted: saved {path} (step {self.step}). Resume with "

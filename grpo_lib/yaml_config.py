@@ -93,20 +93,34 @@ def _parse(yaml, text: str, where: str):
 
 
 def coerce_field(name: str, value: Any, cls: type) -> Any:
-    """Turn YAML text into the field's number type (YAML reads ``1e-3`` as text)."""
+    """Turn YAML text into the field's number type (YAML reads ``1e-3`` as text);
+    ``None``/``null`` into None for a field that may be None."""
     hint = typing.get_type_hints(cls)[name]
     hint = getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint)
+    if isinstance(value, str) and "None" in hint and value.strip().lower() in (
+            "none", "null", "~"):
+        return None  # Python's None, as the error messages write it
     if not isinstance(value, str) or "str" in hint:
         return value
     for kind in (int, float):
         if kind.__name__ in hint:
             try:
-                return kind(value) if kind is float else int(float(value))
+                number = float(value)
+                if kind is float:
+                    return number
+                if number.is_integer():
+                    return int(number)
             except ValueError:
                 pass
     default = getattr(cls(), name)
-    example = f", e.g. {name}={default}" if isinstance(default, (int, float)) else ""
+    if "list" in hint:
+        advice = f"Write a YAML list, e.g. {name}=[{default[0] if default else 'a'}]"
+    elif "bool" in hint:
+        advice = f"Write true or false, e.g. {name}={str(default).lower()}"
+    else:
+        example = f", e.g. {name}={default}" if isinstance(default, (int, float)) else ""
+        advice = f"Write a {'whole ' if 'int' in hint else ''}number{example}"
     raise ValueError(
         f"{name}={value!r}: expected {hint.replace('typing.', '')}, got text. "
-        f"Write a number{example}."
+        f"{advice}."
     )

@@ -68,6 +68,42 @@ def test_state_dict_resumes_exactly(tmp_path):
     assert torch.allclose(_flat(whole), _flat(resumed), atol=1e-7, rtol=0)
 
 
+def test_state_dict_resumes_bfloat16_weights_exactly(tmp_path):
+    """With bfloat16 weights the float32 masters hold bits the weights lack: the
+    state carries them, so the resumed run is the uninterrupted one."""
+    def bf16_model():
+        return _model().to(torch.bfloat16)
+
+    def steps(model, optimizer, n, start=0):
+        for i in range(start, start + n):
+            x = torch.randn(4, 6, generator=torch.Generator().manual_seed(i))
+            model(x.bfloat16()).float().pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    whole = bf16_model()
+    steps(whole, CPUOffloadAdamW(whole.parameters(), **KW), 6)
+    first = bf16_model()
+    optimizer = CPUOffloadAdamW(first.parameters(), **KW)
+    steps(first, optimizer, 3)
+    torch.save({"model": first.state_dict(), "opt": optimizer.state_dict()},
+               tmp_path / "ckpt.pt")
+    saved = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    resumed = bf16_model()
+    optimizer = CPUOffloadAdamW(resumed.parameters(), **KW)
+    resumed.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["opt"])
+    steps(resumed, optimizer, 3, start=3)
+    assert torch.equal(_flat(whole), _flat(resumed))
+    rounded = dict(saved["opt"])  # a state without masters: rebuilt from bfloat16
+    rounded.pop("masters")
+    optimizer = CPUOffloadAdamW(bf16_model().parameters(), **KW)
+    optimizer.load_state_dict(rounded)
+    with pytest.raises(ValueError, match="belongs to another model"):
+        other = CPUOffloadAdamW(torch.nn.Linear(2, 2).parameters())
+        other.load_state_dict(saved["opt"])
+
+
 def test_parameter_groups_are_refused():
     with pytest.raises(ValueError, match="one list of parameters"):
         CPUOffloadAdamW([{"params": _model().parameters()}])

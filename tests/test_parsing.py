@@ -77,14 +77,23 @@ def test_extract_answer_lenient_matches_full_scan_on_random_text():
     """The windowed last-number search agrees with a plain finditer over the whole text."""
     import random
 
-    pattern = re.compile(
-        r"(?:(?<![0-9A-Za-z)\]}])-)?[0-9]+(?:,[0-9]{3}(?![0-9]))*(?:\.[0-9]+)?")
+    pattern = re.compile(  # the library's pattern: 1,234.5 or .5, maybe with a minus
+        r"(?:(?<![0-9A-Za-z)\]}])-)?(?:[0-9]+(?:,[0-9]{3}(?![0-9]))*(?:\.[0-9]+)?"
+        r"|\.[0-9]+)")
     rng = random.Random(0)
     for _ in range(500):
         text = "".join(rng.choice("0123456789 ,.-xa)") for _ in range(rng.randint(0, 30)))
         matches = list(pattern.finditer(text))
         expected = matches[-1].group().replace(",", "") if matches else None
         assert extract_answer(text, strict=False) == expected, text
+
+
+def test_extract_answer_lenient_reads_a_leading_decimal_point():
+    """'.5' is a half, not a five (a lenient grader would pay 5 for it)."""
+    assert extract_answer("The answer is .5", strict=False) == ".5"
+    assert extract_answer("x = -.5", strict=False) == "-.5"
+    assert extract_answer("The answer is 5.", strict=False) == "5"
+    assert extract_answer("it costs 1,234.5 in all", strict=False) == "1234.5"
 
 
 def test_parse_number_values():

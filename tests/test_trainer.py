@@ -99,6 +99,12 @@ def _params(model) -> torch.Tensor:
         (dict(seed=-1), r"seed=-1: must be an integer from 0 to 2\*\*32 - 1"),
         (dict(seed=2**32), "seed=4294967296: must be an integer from 0"),
         (dict(seed=1.5), "seed=1.5: must be an integer"),
+        (dict(epsilon=1.0), "needs epsilon < 1"),
+        (dict(generation_batch_size=0), "generation_batch_size=0: must be an integer"),
+        (dict(eval_batch_size=0), r"eval_batch_size=0: must be an integer >= 1\."),
+        (dict(dynamic_sampling_max_rounds=1.5), "dynamic_sampling_max_rounds=1.5"),
+        (dict(ignore_eos=True, mask_truncated_completions=True),
+         "would leave no token to train on"),
     ],
 )
 def test_validate_says_what_to_change(overrides, message):
@@ -147,6 +153,18 @@ def test_load_config_overrides_and_unknown_keys(tmp_path):
         load_config(path, ["num_generation=4"])
     with pytest.raises(ValueError, match="beta='a lot': expected float"):
         load_config(path, ["beta=a lot"])
+    # None for a field that may be None; whole numbers only for integers; advice
+    # that fits the field's type
+    config = load_config(path, ["micro_batch_size=None", "dynamic_sampling_metric=null",
+                                "resume_from_checkpoint=None", "max_steps=1e2"])
+    assert (config.micro_batch_size, config.dynamic_sampling_metric,
+            config.resume_from_checkpoint, config.max_steps) == (None, None, None, 100)
+    with pytest.raises(ValueError, match="Write a whole number"):
+        load_config(path, ["max_steps=25e-1"])
+    with pytest.raises(ValueError, match=r"Write a YAML list, e\.g\. reward_funcs=\["):
+        load_config(path, ["reward_funcs=accuracy_reward"])
+    with pytest.raises(ValueError, match="Write true or false"):
+        load_config(path, ["ignore_eos=enabled"])
 
 
 def test_load_config_with_reward_callables(tmp_path):
@@ -773,3 +791,14 @@ def test_a_reward_column_the_rows_lack_is_an_error_at_start(tmp_path):
 
     config = GRPOConfig(output_dir=str(tmp_path / "b"), max_steps=1, progress_bar=False)
     GRPOTrainer(random_model(tok, size="micro", seed=0), tok, [own], config, rows)
+
+
+def test_r1_zero_prompts_need_a_question_column(tmp_path):
+    """The R1-Zero template is written around each row's question: rows with only a
+    prompt are refused at start, not with a KeyError at step 1."""
+    tok = build_tokenizer()
+    rows = [{"prompt": "What is 1 + 1?", "answer": "2"}]
+    config = GRPOConfig(output_dir=str(tmp_path / "a"), max_steps=1, progress_bar=False,
+                        prompt_format="r1_zero")
+    with pytest.raises(ValueError, match="no 'question' column"):
+        GRPOTrainer(random_model(tok, size="micro", seed=0), tok, None, config, rows)

@@ -91,6 +91,9 @@ def test_pretraining_stopped_by_ctrl_c_resumes_exactly(tmp_path, capsys):
     assert [p.name for p in checkpoint_dirs(tmp_path / "m.tmp")] == ["checkpoint-2"]
     with pytest.raises(FileExistsError, match="resume_from_checkpoint=latest"):
         Pretrainer(cfg, tmp_path / "m")  # a fresh run would mix with it
+    with pytest.raises(ValueError, match=r"steps=4 \(now 8\).*repeat some documents"):
+        Pretrainer(replace(cfg, steps=8, resume_from_checkpoint="latest"),
+                   tmp_path / "m").train()  # another corpus: refused, not mixed
     out = pretrain(replace(cfg, resume_from_checkpoint="latest"), tmp_path / "m",
                    eval_n=0)
     assert not (tmp_path / "m.tmp").exists() and not checkpoint_dirs(out)

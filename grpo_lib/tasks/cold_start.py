@@ -60,8 +60,8 @@ def order_rule(question: str) -> str:
 
 def inverse_check(a: int, op: str, b: int, value: int) -> str:
     """A one-line check of the last step by its inverse: ``14 - 12 = 2`` for
-    ``2 + 12 = 14``; a product is checked by adding ``b`` copies of ``a``, or by
-    division when that is exact."""
+    ``2 + 12 = 14``; a product (the tasks have no division) by a division by ``b``,
+    or by ``a * 0 = 0`` when ``b`` is 0."""
     if op == "+":
         return f"{value} - {b} = {a}"
     if op == "-":
