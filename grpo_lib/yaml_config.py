@@ -118,7 +118,8 @@ def coerce_field(name: str, value: Any, cls: type) -> Any:
     elif "bool" in hint:
         advice = f"Write true or false, e.g. {name}={str(default).lower()}"
     else:
-        example = f", e.g. {name}={default}" if isinstance(default, (int, float)) else ""
+        example = (f", e.g. {name}={default}" if isinstance(default, (int, float))
+                   else "")
         advice = f"Write a {'whole ' if 'int' in hint else ''}number{example}"
     raise ValueError(
         f"{name}={value!r}: expected {hint.replace('typing.', '')}, got text. "
