@@ -51,8 +51,8 @@ __all__ = [
 REPETITION_THRESHOLD = 0.2
 """A completion counts as repetitive when more than this share of its word trigrams
 (:func:`grpo_lib.parsing.repeated_ngram_fraction`, ``n=3``) repeat an earlier one.
-On the pretraining corpus (:mod:`grpo_lib.corpus`) a clean step-by-step trace stays
-below 0.14 and a trace with one step repeated 2-4 times lies above 0.23, so 0.2
+On the pretraining corpus (:mod:`grpo_lib.corpus`) clean step-by-step traces stay
+below 0.2 (all but a few below 0.14), one step repeated 2-4 times above 0.23, so 0.2
 separates the two; a model looping until ``max_new_tokens`` scores far above it."""
 
 METRIC_COLUMNS = [

@@ -158,7 +158,7 @@ class GRPOConfig(YAMLConfig):
     ignore_eos: bool = False
     """Never stop early: every completion is max_completion_length long (benchmarks)."""
     generation_batch_size: int | None = None
-    """Rows decoded together in the rollout (memory knob); ``None``: all at once."""
+    """Rows decoded at once (memory only; TRL's field of that name is P x G)."""
     rollout_engine: str = "fast"
     """Model that samples: "fast" (grpo_lib.fast_decode's step on the policy's weights,
     chapter 19: the tokens of "transformers", faster), "transformers" (the policy in
@@ -181,7 +181,7 @@ class GRPOConfig(YAMLConfig):
     scale_rewards: str = "group"
     """Advantage scale: ``"group"`` std, ``"batch"`` std, or ``"none"`` (Dr. GRPO)."""
     multi_objective_aggregation: str = "sum_then_normalize"
-    """Several rewards: sum then normalise (GRPO) or ``normalize_then_sum`` (GDPO)."""
+    """Sum then normalise (GRPO), or ``normalize_then_sum`` (GDPO: no scale_rewards)."""
     loss_type: str = "grpo"
     """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``, ``reinforce`` or ``cispo``."""
     beta: float = 0.0
