@@ -5,7 +5,7 @@
 # before, each given number brought in once), then chapter 17's held-out protocol
 # after the round, within 256 new tokens, on a 2-core CPU:
 #
-#   bash scripts/countdown_sound_cpu.sh       # about 1.5 h on 2 cores
+#   bash scripts/countdown_sound_cpu.sh       # about 40 min on 2 cores
 #
 # The reward is r = countdown_worked_answer_reward
 # + 0.5 * countdown_sound_attempt_reward; dynamic sampling keeps the groups whose
