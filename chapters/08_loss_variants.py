@@ -646,7 +646,8 @@ say(f"Before training the base model had the right number for "
 # most one-operator answers with a broken format, mostly as plain text (the rate is
 # printed below), so the tagged one-step trace `<think> 9 * 2 = 18. </think>` is a form
 # the model has seen far less often for these problems than the plain-text one, while
-# the two-operator problems are almost always written with the tags. The format reward
+# the two-operator problems are mostly written with the tags (all but those with
+# parentheses, which the corpus breaks as often as the one-operator ones). The format reward
 # and the accuracy reward, which reads only the `<answer>` block, pay nothing for a
 # plain-text answer, so RL moves every answer into the tags, and a few facts do not
 # survive the move. These are a handful of problems, so the exact rate is noisy; the
@@ -789,8 +790,9 @@ say(f"Held-out strict accuracy after 150 steps, mean of two seeds: from "
 # %% [markdown]
 # **Reading it.** At full length every variant learns the task, and the columns that
 # describe training agree within the spread of two seeds: the sampled accuracy of the
-# last 25 steps, the entropy, the share of groups with equal rewards, and the length,
-# to a tenth of a token. The length biases of {ref}`ch08-aggregation` have no room to
+# last 25 steps, the entropy, the share of groups with equal rewards (except that
+# `reinforce`, with both seeds above every other run, has a little more of them), and
+# the length, to a tenth of a token. The length biases of {ref}`ch08-aggregation` have no room to
 # act on a task whose trace lengths are set by the problem, as the right-and-wrong
 # lengths above already showed for `grpo` and `dr_grpo`. The gradient norms differ by
 # the factors each variant puts in front of the same terms, and AdamW divides such

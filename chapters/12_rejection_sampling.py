@@ -519,8 +519,8 @@ print("words no training question uses:", NEW_WORDS_KEYS)
 # .yaml`: learning rate $5 \cdot 10^{-4}$ with a cosine schedule, batches of 16, loss
 # on the assistant's tokens only), run for six epochs instead of three, on a **data
 # mixture**: `train_file` lists two files, whose rows the trainer concatenates and
-# shuffles together. The control's configuration differs in one line, the first
-# file.
+# shuffles together. The control's configuration differs only in the first training
+# file (and its output folder).
 
 # %%
 print((REPO / "configs" / "stage2_sft.yaml").read_text().split("\n\n", 1)[1])
@@ -664,8 +664,9 @@ display(comparison.round(3))
 # tokens) on the held-out problems; the accuracy of each skill in its held-out
 # wordings; `trained_wordings`, the mean skill accuracy when the questions use
 # wordings seen in training (not logged for the runs read from their logs). The
-# committed runs train for six epochs; the two `3 epochs` rows are the same runs
-# stopped at three (their own cosine schedule), read from their logs.
+# committed runs train for six epochs; the two `3 epochs` rows are earlier runs of the
+# same recipe with three epochs (their own, shorter cosine schedule), read from their
+# logs.
 
 # %%
 r1_zero = pd.read_csv(RUNS / "ch07_r1_zero_seed0_cpu" / "eval.csv").iloc[-1]
