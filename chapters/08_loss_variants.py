@@ -644,17 +644,17 @@ say(f"Before training the base model had the right number for "
 # problems whose number the base model had right, most of them in plain text. The
 # corpus of {doc}`05_tiny_base_model` explains why this form is fragile: it writes
 # most one-operator answers with a broken format, mostly as plain text (the rate is
-# printed below), so the tagged one-step trace `<think> 9 * 2 = 18. </think>` is a form
-# the model has seen far less often for these problems than the plain-text one, while
-# the two-operator problems are mostly written with the tags (all but those with
-# parentheses, which the corpus breaks as often as the one-operator ones). The format reward
-# and the accuracy reward, which reads only the `<answer>` block, pay nothing for a
-# plain-text answer, so RL moves every answer into the tags, and a few facts do not
-# survive the move. These are a handful of problems, so the exact rate is noisy; the
-# lesson is general. RL moves the model towards what is rewarded along the easiest
+# printed below), so the tagged one-step trace `<think> 9 * 2 = 18. </think>` is a
+# form the model has seen far less often for these problems than the plain-text one,
+# while the two-operator problems are mostly written with the tags (all but those with
+# parentheses, which the corpus breaks as often as the one-operator ones). The format
+# reward and the accuracy reward, which reads only the `<answer>` block, pay nothing
+# for a plain-text answer, so RL moves every answer into the tags, and a few facts do
+# not survive the move. These are a handful of problems, so the exact rate is noisy;
+# the lesson is general. RL moves the model towards what is rewarded along the easiest
 # path, and a rare form can carry less of the model's skill than a common one, so a
-# held-out evaluation split by problem type catches regressions that the mean
-# accuracy hides.
+# held-out evaluation split by problem type catches regressions that the mean accuracy
+# hides.
 
 # %%
 print(f"corpus: share of one-operator answers written with a broken format: "
@@ -792,13 +792,14 @@ say(f"Held-out strict accuracy after 150 steps, mean of two seeds: from "
 # describe training agree within the spread of two seeds: the sampled accuracy of the
 # last 25 steps, the entropy, the share of groups with equal rewards (except that
 # `reinforce`, with both seeds above every other run, has a little more of them), and
-# the length, to a tenth of a token. The length biases of {ref}`ch08-aggregation` have no room to
-# act on a task whose trace lengths are set by the problem, as the right-and-wrong
-# lengths above already showed for `grpo` and `dr_grpo`. The gradient norms differ by
-# the factors each variant puts in front of the same terms, and AdamW divides such
-# factors out. `reinforce` is the extreme case: with $\mu = 1$ its gradient is
-# exactly `dr_grpo`'s times $L_{\max} = 96$ (the first step's gradients, printed
-# above), and the gradient clip then rescales it to norm 1 in almost every step.
+# the length, to a tenth of a token. The length biases of {ref}`ch08-aggregation` have
+# no room to act on a task whose trace lengths are set by the problem, as the
+# right-and-wrong lengths above already showed for `grpo` and `dr_grpo`. The gradient
+# norms differ by the factors each variant puts in front of the same terms, and AdamW
+# divides such factors out. `reinforce` is the extreme case: with $\mu = 1$ its
+# gradient is exactly `dr_grpo`'s times $L_{\max} = 96$ (the first step's gradients,
+# printed above), and the gradient clip then rescales it to norm 1 in almost every
+# step.
 #
 # The held-out accuracies part by a couple of points, which is where two seeds are
 # thinnest. The two variants with a constant denominator, `dr_grpo` and `reinforce`,
