@@ -1491,8 +1491,7 @@ def given_numbers_share(answers):
     sampled = answers.query("mode == 'sampled'")
     right = [attempt_numbers(steps) == sorted(parse_question(question)[0])
              for text, question in zip(sampled["completion"], sampled["question"])
-             for sentence in text.split("</think>")[0].split(". ")
-             if (steps := worked_steps(sentence))]
+             for steps in attempts_of(text)]
     return sum(right) / len(right)
 
 

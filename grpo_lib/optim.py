@@ -77,9 +77,10 @@ class CPUOffloadAdamW(torch.optim.AdamW):
                              f"master tensors for {len(self.masters)} parameters; it "
                              "belongs to another model.")
         super().load_state_dict(state_dict)
+        if masters is None:
+            masters = [weight.detach() for weight in self.device_params]
         with torch.no_grad():
-            for i, (weight, master) in enumerate(zip(self.device_params, self.masters)):
-                source = weight.detach() if masters is None else masters[i]
+            for master, source in zip(self.masters, masters):
                 master.copy_(source.to("cpu", torch.float32))
 
 

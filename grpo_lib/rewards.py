@@ -721,17 +721,15 @@ def countdown_repeat_penalty(completions: list[str], max_penalty: float = -1.0,
     already missed spends its token budget without a new chance (chapter 17). 0.0 for
     text without repeats or without attempts; the floor approaches ``max_penalty``.
     """
-    from .tasks.countdown import worked_steps
+    from .tasks.countdown import attempts_of
 
     if max_penalty > 0:
         raise ValueError(f"max_penalty must be <= 0 (it is a penalty), "
                          f"got {max_penalty}")
     out = []
     for text in _texts(completions, "countdown_repeat_penalty"):
-        reasoning = (text or "").split(THINK_CLOSE)[0]
-        attempts = [tuple((a, op, b) for a, op, b, *_ in worked_steps(sentence))
-                    for sentence in reasoning.split(". ")]
-        attempts = [a for a in attempts if a]  # sentences that work a step
+        attempts = [tuple((a, op, b) for a, op, b, *_ in steps)
+                    for steps in attempts_of(text)]  # the steps worked, not results
         repeats = len(attempts) - len(set(attempts))
         out.append(max_penalty * repeats / len(attempts) if repeats else 0.0)
     return out

@@ -1354,10 +1354,10 @@ def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):
 def _dynamic_sampling_problems(config: GRPOConfig) -> list[str]:
     """What is wrong with ``config``'s dynamic-sampling settings (for ``validate``)."""
     problems = []
-    if isinstance(config.dynamic_sampling_max_rounds, int) and \
-            config.dynamic_sampling_max_rounds < 0:
-        problems.append(f"dynamic_sampling_max_rounds="
-                        f"{config.dynamic_sampling_max_rounds!r}: must be >= 0.")
+    rounds = config.dynamic_sampling_max_rounds
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
+        problems.append(f"dynamic_sampling_max_rounds={rounds!r}: must be an integer "
+                        f">= 0.")
     names = [_reward_spec_name(spec) for spec in config.reward_funcs or []]
     if config.dynamic_sampling_metric not in (None, *names):
         problems.append(f"dynamic_sampling_metric={config.dynamic_sampling_metric!r}: "
@@ -1434,9 +1434,6 @@ def _setting_problems(config: GRPOConfig) -> list[str]:
             problems.append(f"{name}={value!r}: must be an integer >= 1"
                             + (" or null (the whole batch at once)." if optional
                                else "."))
-    rounds = config.dynamic_sampling_max_rounds
-    if isinstance(rounds, bool) or not isinstance(rounds, int):
-        problems.append(f"dynamic_sampling_max_rounds={rounds!r}: must be an integer.")
     if config.ignore_eos and config.mask_truncated_completions:
         problems.append("ignore_eos=True makes every completion run to "
                         "max_completion_length, so mask_truncated_completions=True "

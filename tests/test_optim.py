@@ -43,6 +43,20 @@ def _flat(model):
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
+def _reloaded(tmp_path, model, optimizer, new_model):
+    """Save ``model`` and ``optimizer``, then load them as a new process would: a
+    ``new_model()`` and a new optimizer built before the load. Returns both and the
+    saved state."""
+    torch.save({"model": model.state_dict(), "opt": optimizer.state_dict()},
+               tmp_path / "ckpt.pt")
+    saved = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    resumed = new_model()
+    optimizer = CPUOffloadAdamW(resumed.parameters(), **KW)
+    resumed.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["opt"])
+    return resumed, optimizer, saved
+
+
 def test_same_updates_as_adamw():
     plain, offloaded = _model(), _model()
     _steps(plain, torch.optim.AdamW(plain.parameters(), **KW), 5)
@@ -57,13 +71,7 @@ def test_state_dict_resumes_exactly(tmp_path):
     first = _model()
     optimizer = CPUOffloadAdamW(first.parameters(), **KW)
     _steps(first, optimizer, 3)
-    torch.save({"model": first.state_dict(), "opt": optimizer.state_dict()},
-               tmp_path / "ckpt.pt")
-    saved = torch.load(tmp_path / "ckpt.pt", weights_only=True)
-    resumed = _model()  # as a new process: the optimizer is built before the load
-    optimizer = CPUOffloadAdamW(resumed.parameters(), **KW)
-    resumed.load_state_dict(saved["model"])
-    optimizer.load_state_dict(saved["opt"])
+    resumed, optimizer, _ = _reloaded(tmp_path, first, optimizer, _model)
     _steps(resumed, optimizer, 2, start=3)
     assert torch.allclose(_flat(whole), _flat(resumed), atol=1e-7, rtol=0)
 
@@ -86,13 +94,7 @@ def test_state_dict_resumes_bfloat16_weights_exactly(tmp_path):
     first = bf16_model()
     optimizer = CPUOffloadAdamW(first.parameters(), **KW)
     steps(first, optimizer, 3)
-    torch.save({"model": first.state_dict(), "opt": optimizer.state_dict()},
-               tmp_path / "ckpt.pt")
-    saved = torch.load(tmp_path / "ckpt.pt", weights_only=True)
-    resumed = bf16_model()
-    optimizer = CPUOffloadAdamW(resumed.parameters(), **KW)
-    resumed.load_state_dict(saved["model"])
-    optimizer.load_state_dict(saved["opt"])
+    resumed, optimizer, saved = _reloaded(tmp_path, first, optimizer, bf16_model)
     steps(resumed, optimizer, 3, start=3)
     assert torch.equal(_flat(whole), _flat(resumed))
     rounded = dict(saved["opt"])  # a state without masters: rebuilt from bfloat16
