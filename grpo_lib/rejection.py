@@ -90,7 +90,7 @@ def readable_words() -> frozenset[str]:
 
 
 _WORD = re.compile(r"[^\W\d_]+")  # a run of letters, in any script
-_EQUATION = re.compile(r"(-?[(\d][\d\s+\-*/()]*?[\d)])\s*=\s*(-?\d+)(?!\d)")
+_EQUATION = re.compile(r"(-?[(\d][\d\s+\-*/()]{0,200}?[\d)])\s*=\s*(-?\d+)(?!\d)")
 
 
 def uses_known_words(text: str) -> bool:

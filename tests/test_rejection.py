@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 
 import pandas as pd
 import pytest
@@ -351,6 +352,18 @@ def test_cli_writes_kept_control_candidates_and_yields(tiny, tmp_path, capsys):
 def test_readability_rules(text, known, holds):
     assert uses_known_words(text) is known
     assert steps_check_out(text) is holds
+
+
+def test_steps_check_out_is_linear_on_hostile_traces():
+    """A long run of numbers before one '=' (a model that babbles digits) used to cost
+    quadratic time: 11 s at 16,000 numbers. Now each equation's left side is at most
+    200 characters, and a trace of true equations of any length still passes."""
+    babble = "<think>" + "1 " * 64_000 + "= 2 </think> <answer> 2 </answer>"
+    steps = "".join(f"{i} + 1 = {i + 1}. " for i in range(4_000))
+    start = time.perf_counter()
+    assert not steps_check_out(babble)
+    assert steps_check_out(f"<think> {steps}</think> <answer> 1 </answer>")
+    assert time.perf_counter() - start < 10  # about 0.6 s here; quadratic: minutes
 
 
 def test_readable_words_are_the_annotators():

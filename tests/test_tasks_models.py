@@ -44,6 +44,24 @@ def test_bad_expressions_raise_clear_errors():
         Difficulty(min_operands=5, max_operands=3)
 
 
+@pytest.mark.parametrize("question,wrong", [
+    ("", "ends where a number"), ("2 +", "ends where a number"),
+    ("2 3", "3 .token 2. where an operator"), ("2 ** 3", "'\\*' .token 3. where a number"),
+    ("2 + 3)", "unbalanced '\\)'"), ("((2 + 3)", "1 unbalanced"),
+    ("()", "'\\)' .token 2. where a number"), ("2 (3)", "'\\(' .token 2."),
+])
+def test_malformed_expressions_say_what_is_out_of_place(question, wrong):
+    with pytest.raises(ValueError, match=wrong):
+        evaluate_expression(question)
+
+
+def test_parentheses_around_a_lone_number_are_read():
+    assert evaluate_expression("((7))") == 7
+    assert evaluate_expression("(2) + ((3)) * 4") == 14
+    assert solve_steps("(2) + ((3)) * 4") == [(3, "*", 4, 12, "2 + 12"),
+                                              (2, "+", 12, 14, "14")]
+
+
 def test_problems_respect_difficulty_and_are_distinct():
     d = Difficulty(max_value=50)
     problems = make_problems(300, seed=1, difficulty=d)

@@ -158,7 +158,7 @@ def solve_steps(question: str,
                 precedence: bool = True) -> list[tuple[int, str, int, int, str]]:
     """All reduction steps ``(a, op, b, result, remaining_expression)`` of
     ``question``."""
-    tokens = tokenize_expression(question)
+    tokens = _bare_numbers(well_formed_tokens(question))
     steps = []
     while len(tokens) > 1:
         (a, op, b, value), tokens = next_step(tokens, precedence)
@@ -167,11 +167,53 @@ def solve_steps(question: str,
 
 
 def evaluate_expression(question: str, precedence: bool = True) -> int:
-    """Exact integer value (with or without operator precedence)."""
+    """Exact integer value (with or without operator precedence); a ValueError that
+    says what is wrong for anything but whole numbers joined by ``+ - *`` with
+    balanced parentheses."""
     steps = solve_steps(question, precedence)
     if not steps:
-        return int(tokenize_expression(question)[0])
+        return _bare_numbers(tokenize_expression(question))[0]
     return steps[-1][3]
+
+
+def well_formed_tokens(text: str) -> list:
+    """:func:`tokenize_expression` of ``text``, checked to be whole numbers joined by
+    ``+ - *`` with balanced parentheses (``"2 + (3 * 4)"``); raises a ValueError that
+    names the first token out of place (``"2 +"``, ``"2 3"``, ``"2 ** 3"``, ``""``)."""
+    tokens, depth, want_number = tokenize_expression(text), 0, True
+    for i, tok in enumerate(tokens):
+        if want_number and tok == "(":
+            depth += 1
+        elif want_number and isinstance(tok, int):
+            want_number = False
+        elif not want_number and tok == ")" and depth > 0:
+            depth -= 1
+        elif not want_number and tok in ("+", "-", "*"):
+            want_number = True
+        else:
+            wanted = "a number" if want_number else "an operator"
+            what = "an unbalanced ')'" if tok == ")" and not want_number else repr(tok)
+            raise ValueError(f"{text!r} is not an expression of whole numbers, + - * "
+                             f"and parentheses: {what} (token {i + 1}) where "
+                             f"{wanted} should be")
+    if want_number or depth:
+        where = ("where a number should be" if want_number
+                 else f"with {depth} unbalanced '('")
+        raise ValueError(f"{text!r} is not an expression of whole numbers, + - * and "
+                         f"parentheses: it ends {where}")
+    return tokens
+
+
+def _bare_numbers(tokens: list) -> list:
+    """``tokens`` with every ``( n )`` around a lone number replaced by ``n``."""
+    out, i = list(tokens), 0
+    while i + 2 < len(out):
+        if out[i] == "(" and isinstance(out[i + 1], int) and out[i + 2] == ")":
+            out[i:i + 3] = [out[i + 1]]
+            i = max(i - 1, 0)
+        else:
+            i += 1
+    return out
 
 
 # --------------------------------------------------------------------------- problems
