@@ -41,7 +41,9 @@ def test_a_closed_endpoint_is_out_of_reach_and_a_proxy_is_trusted(no_hub, monkey
     assert hub.hub_reachable(timeout=2.0)  # only the proxy could tell
 
 
-def test_hub_access_switches_offline_mode_on_and_back(no_hub):
+def test_hub_access_switches_offline_mode_on_and_back(no_hub, monkeypatch):
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # online before, so the
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)  # switch is seen
     flags = (constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE)
     with hub.hub_access(timeout=2.0) as online:
         assert online is False

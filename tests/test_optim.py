@@ -99,8 +99,13 @@ def test_state_dict_resumes_bfloat16_weights_exactly(tmp_path):
     assert torch.equal(_flat(whole), _flat(resumed))
     rounded = dict(saved["opt"])  # a state without masters: rebuilt from bfloat16
     rounded.pop("masters")
-    optimizer = CPUOffloadAdamW(bf16_model().parameters(), **KW)
+    rebuilt = bf16_model()
+    rebuilt.load_state_dict(resumed.state_dict())
+    optimizer = CPUOffloadAdamW(rebuilt.parameters(), **KW)
     optimizer.load_state_dict(rounded)
+    for master, weight in zip(optimizer.masters, rebuilt.parameters()):
+        assert master.dtype == torch.float32
+        assert torch.equal(master, weight.detach().float())  # the rounded weights
     with pytest.raises(ValueError, match="belongs to another model"):
         other = CPUOffloadAdamW(torch.nn.Linear(2, 2).parameters())
         other.load_state_dict(saved["opt"])

@@ -30,7 +30,7 @@ from grpo_lib.rejection import (
     with_task_columns,
 )
 from grpo_lib.sft import read_jsonl
-from grpo_lib.tasks import write_jsonl
+from grpo_lib.tasks import load_task_split, write_jsonl
 from grpo_lib.tasks.countdown import countdown_prompt
 
 ROWS = [
@@ -308,9 +308,25 @@ def test_countdown_duplicates_and_the_arithmetic_filters():
         with_task_columns(c.iloc[:7], COUNTDOWN_ROWS)
 
 
-def test_cli_writes_kept_control_candidates_and_yields(tiny, tmp_path, capsys):
+def test_cli_writes_kept_control_candidates_and_yields(tiny, tmp_path, capsys,
+                                                      monkeypatch):
+    from grpo_lib import rejection
     from grpo_lib.cli import main
+    from grpo_lib.tasks.cold_start import annotate
 
+    real_generate = rejection.generate
+
+    def generate_with_worked_answers(model, tokenizer, prompts, **kwargs):
+        """The micro model's rollout, whose first completion of the first two prompts
+        is replaced by the worked, right answer: some candidates pass every filter."""
+        rollout = real_generate(model, tokenizer, prompts, **kwargs)
+        k = kwargs["num_generations"]
+        for i, row in enumerate(load_task_split("arithmetic", "train").select(range(2))):
+            rollout.texts[i * k] = annotate(row["question"])
+            rollout.finished[i * k] = True  # it ended, as a worked answer does
+        return rollout
+
+    monkeypatch.setattr(rejection, "generate", generate_with_worked_answers)
     model, tok = tiny
     model.save_pretrained(tmp_path / "m")
     tok.save_pretrained(tmp_path / "m")
@@ -328,6 +344,7 @@ def test_cli_writes_kept_control_candidates_and_yields(tiny, tmp_path, capsys):
     yields = pd.read_csv(files["yields.csv"], index_col="stage")
     assert len(candidates) == 6 and yields.loc["sampled", "kept"] == 6
     kept = yields.loc["deduplicate", "kept"]
+    assert yields.loc["correct", "kept"] >= kept == 2  # the two worked answers
     assert len(read_jsonl(files["control.jsonl"])) == kept  # same size as the kept set
     assert len(read_jsonl(files["kept.jsonl"])) == kept
 

@@ -480,9 +480,13 @@ def test_signed_accuracy_reward_pays_no_answer_above_a_wrong_one():
                                                           0.0]
     harsh = signed_accuracy_reward(texts, answer=gold, wrong_score=-2.0)
     assert harsh == [1.0, -2.0, 0.0, 0.0, -2.0, 0.0]
-    # break-even: answering with success p pays p + (1 - p) w = 0 at p = -w / (1 - w)
-    for w, p in ((-1.0, 0.5), (-2.0, 2 / 3)):
-        assert math.isclose(p + (1 - p) * w, 0.0, abs_tol=1e-12)
+    # break-even: answering with success p pays p + (1 - p) w, as much as not
+    # answering (0) at p = -w / (1 - w): 1 of 2 right at w = -1, 2 of 3 at w = -2
+    for w, right in ((-1.0, 1), (-2.0, 2)):
+        batch = texts[:1] * right + texts[1:2]  # `right` right answers, one wrong
+        paid = signed_accuracy_reward(batch, answer=gold[:len(batch)], wrong_score=w)
+        assert math.isclose(sum(paid) / len(paid), 0.0, abs_tol=1e-12)
+        assert signed_accuracy_reward(texts[2:3], answer=gold[:1]) == [0.0]
     for bad in (0.5, float("nan"), float("-inf")):
         with pytest.raises(ValueError, match="wrong_score must be a finite number"):
             signed_accuracy_reward(texts, answer=gold, wrong_score=bad)

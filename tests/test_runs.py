@@ -52,8 +52,9 @@ def test_seed_order_needs_every_seed_past_every_other():
     assert seed_order([0.96, 0.97], [0.92, 0.95]) == "above"
     assert seed_order([0.90, 0.93], [0.92, 0.95]) == "overlap"
     assert seed_order([0.92], [0.92]) == "overlap"  # a tie is not an order
-    with pytest.raises(ValueError):
-        seed_order([], [0.5])
+    for values, others in (([], [0.5]), ([0.5], [])):
+        with pytest.raises(ValueError, match="at least one value on each side"):
+            seed_order(values, others)
     assert compare_seeds([0.90, 0.91], [0.92, 0.95], "grpo") == (
         "both seeds below both seeds of grpo")
     assert compare_seeds([0.90, 0.93], [0.92, 0.95], "grpo") == (

@@ -156,7 +156,8 @@ def test_one_of_our_steps_is_one_generation_batch_on_n_processes(n, monkeypatch)
     assert c.generation_batch_size == 128
     assert c.per_device_train_batch_size * n * c.gradient_accumulation_steps == 128
     assert c.steps_per_generation == c.gradient_accumulation_steps  # 1 update/batch
-    assert (128 // n) % config.num_generations == 0  # whole groups per process
+    per_process = c.per_device_train_batch_size * c.steps_per_generation
+    assert per_process * n == 128 and per_process % config.num_generations == 0
     assert c.max_steps == config.max_steps
 
 

@@ -33,7 +33,7 @@ def test_every_annotated_trace_is_right_formatted_english_and_checks_out():
     assert accuracy_reward(texts, answer=answers) == [1.0] * len(rows)
     assert format_reward(texts) == [1.0] * len(rows)
     assert not any(parsing.has_cjk(t) for t in texts)
-    for p, text in zip(problems, texts):
+    for p, text, row in zip(problems, texts, rows):
         check = text.split("Check: ")[1].split(".")[0]  # "14 - 12 = 2"
         left, right = check.split(" = ")
         if " / " in left:
@@ -41,7 +41,8 @@ def test_every_annotated_trace_is_right_formatted_english_and_checks_out():
             assert a == b * int(right)
         else:
             assert evaluate_expression(left) == int(right)
-        assert rows[0]["messages"][0]["role"] == "user"
+        assert row["messages"][0]["role"] == "user"
+        assert p.question in row["messages"][0]["content"]
 
 
 def test_annotate_refuses_a_bare_number():

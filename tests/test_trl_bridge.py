@@ -236,6 +236,12 @@ def test_knob_table_reads_both_dataclasses():
         assert row.ours_in_trl == TRL_FIELDS[row.trl].convert(ours), row.trl
         assert row.same == (row.ours_in_trl == row.trl_default)
     rows = table.set_index("trl")
+    pinned = {  # (ours, TRL 1.16's default, same?), written out by hand
+        "loss_type": ("grpo", "dapo", False), "learning_rate": (5e-4, 1e-6, False),
+        "num_generations": (8, 8, True), "epsilon": (0.2, 0.2, True)}
+    for trl_name, want in pinned.items():
+        row = rows.loc[trl_name]
+        assert (row.ours_in_trl, row.trl_default, row.same) == want, trl_name
     # the notes quote TRL's defaults; they must be the ones its dataclass holds
     assert f"'{rows.trl_default['loss_type']}'" in rows.note["loss_type"]
     for trl_name, prefix in [("learning_rate", "TRL: "),

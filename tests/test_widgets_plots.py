@@ -47,10 +47,13 @@ def test_plot_run_tolerates_missing_columns_and_saves_where_asked(tmp_path):
     assert path == target and target.read_bytes()[:8] == PNG_MAGIC
 
 
-def test_plot_run_without_step_column_uses_row_index(tmp_path):
-    pd.DataFrame({"reward": [0.1, 0.5], "kl": [0.0, 0.01]}).to_csv(
+def test_plot_run_without_step_column_uses_row_index(tmp_path, monkeypatch):
+    pd.DataFrame({"reward": [0.1, 0.5, 0.3], "kl": [0.0, 0.01, 0.02]}).to_csv(
         tmp_path / "metrics.csv", index=False)
+    drawn = _drawn_figure(monkeypatch)
     assert plots.plot_run(tmp_path).is_file()
+    lines = [line for ax in drawn["fig"].axes for line in ax.get_lines()]
+    assert lines and all(list(line.get_xdata()) == [0, 1, 2] for line in lines)
 
 
 def test_plot_run_reward_panel_lists_each_reward_function(tmp_path, monkeypatch):
