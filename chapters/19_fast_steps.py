@@ -735,10 +735,83 @@ else:
     print(f"chapter 7's run rolled out completions of {widths} different widths")
 
 # %% [markdown]
-# Each decode step also reads the whole key/value cache of every layer, a cost that
-# counts memory traffic rather than FLOPs, so the floor is out of reach for the
-# rollout. On a GPU the same loop waits on kernel launches instead, and
-# {ref}`ch19-cuda-graphs` replays each step as one CUDA graph.
+# ### Where the weights wait
+#
+# The rates above come from one product called again and again, so its weight stays
+# in the core's cache from one call to the next. A decode step reads every weight of
+# the model once, and the key/value cache of every layer, before it comes back to the
+# first weight. Time the decode step's gate/up product three ways: called again and
+# again alone; alone, with a 64 MB buffer written between calls (more than a core's
+# cache holds); and inside the decode steps of a 64-row rollout, under
+# `torch.profiler`, with plain products:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def product_us(x, W, flush=None, calls=200):
+    """Median microseconds of `x @ W`, with `flush` written between calls if given."""
+    times = []
+    for _ in range(calls):
+        if flush is not None:
+            flush.add_(1.0)  # every byte of it passes through the caches
+        start = time.perf_counter()
+        x @ W
+        times.append(time.perf_counter() - start)
+    return 1e6 * float(np.median(times))
+
+
+def in_rollout_us(rows=64):
+    """Mean microseconds of the gate/up product in the decode steps of a rollout."""
+    with packing("never"), torch.profiler.profile(record_shapes=True) as prof:
+        generate(ours, tok, prompts[:rows // G], num_generations=G,
+                 max_new_tokens=LENGTH, seed=0, ignore_eos=True, decode_fn=decode_fast)
+    event, = [e for e in prof.key_averages(group_by_input_shape=True)
+              if e.key == "aten::mm" and e.input_shapes == [[rows, D], [D, 2 * F_]]]
+    return event.self_cpu_time_total / event.count
+
+
+if hf.device.type == "cpu":
+    x, W = torch.randn(64, D), torch.randn(D, 2 * F_)
+    where = pd.Series({"alone, again and again": product_us(x, W),
+                       "alone, 64 MB written between calls":
+                           product_us(x, W, flush=torch.zeros(16 * 2 ** 20)),
+                       "inside the rollout's decode steps": in_rollout_us()},
+                      name="gate/up product, 64 rows (us)")
+    display(where.to_frame().round(0))
+else:
+    print("on a GPU: see the CUDA graphs below")
+
+# %%
+def decode_bytes(rows, keys):
+    """The bytes a decode step reads: every weight, and the key/value cache of every
+    layer at `keys` keys (float32)."""
+    weights = sum(p.numel() * p.element_size() for p in ours.parameters())
+    cache = 2 * s.num_hidden_layers * rows * s.num_key_value_heads * keys * s.head_dim
+    return weights, 4 * cache
+
+
+l2_file = "/sys/devices/system/cpu/cpu0/cache/index2/size"  # Linux: "2048K"
+l2 = (f"the {int(open(l2_file).read().strip().rstrip('K')) / 1024:g} MB of one "
+      "core's L2 cache" if os.path.exists(l2_file) else "a core's L2 cache")
+if hf.device.type == "cpu":
+    prompt_width = tokenize_prompts(tok, prompts[:8], tok.pad_token_id)[1].shape[1]
+    weight_bytes, cache_bytes = decode_bytes(64, prompt_width + LENGTH)
+    slower = where.iloc[2] / where.iloc[0]
+    say(f"Alone and again, the product takes {where.iloc[0]:.0f} us; with the buffer "
+        f"written between calls, {where.iloc[1]:.0f} us; inside the decode steps, "
+        f"{where.iloc[2]:.0f} us, {slower:.1f} times as long as alone. A decode step "
+        f"reads {weight_bytes / 2 ** 20:.1f} MB of weights and, at its last step, "
+        f"{cache_bytes / 2 ** 20:.1f} MB of keys and values, more than {l2}. "
+        + ("So inside a step each weight comes from farther away than in the rate "
+           "above, and the product's time is set by that trip more than by its "
+           "arithmetic: the rollout's floor on this CPU is one of memory traffic, "
+           "not of FLOPs."
+           if slower > 1.5 else
+           "Here the product is about as fast inside a step as alone: this CPU "
+           "keeps the step's data close enough."))
+
+# %% [markdown]
+# On a GPU the same loop waits on kernel launches instead, and {ref}`ch19-cuda-graphs`
+# replays each step as one CUDA graph.
 #
 # ## Numerics: the sampler's log-probs and the trainer's
 #

@@ -52,7 +52,7 @@ MAX_MATH_VERIFY_CHARS = 200
 """Longest answer string handed to ``math_verify``; longer ones are compared as text."""
 
 
-def completion_text(completion: Any) -> str | None:
+def completion_text(completion: Any, _depth: int = 0) -> str | None:
     """The text of one completion, or ``None`` when it is not text.
 
     Accepts a plain string (this library's convention) and TRL's conversational form
@@ -64,8 +64,8 @@ def completion_text(completion: Any) -> str | None:
     if isinstance(completion, dict):
         content = completion.get("content")
         return content if isinstance(content, str) else None
-    if isinstance(completion, (list, tuple)) and completion:
-        return completion_text(completion[-1])
+    if isinstance(completion, (list, tuple)) and completion and _depth < 64:
+        return completion_text(completion[-1], _depth + 1)  # a list in itself: None
     return None
 
 
@@ -234,8 +234,8 @@ def _safe_for_math_verify(s: str) -> bool:
         return False
     if _LONG_DIGIT_RUN.search(s):
         return False
-    if s.count("^") != len(_SMALL_EXPONENT.findall(s)):
-        return False  # every ^ must carry a literal exponent of at most two digits
+    if s.count("^") != len(_SMALL_EXPONENT.findall(s)) or _power_tower(s):
+        return False  # each ^: a literal exponent of <= 2 digits; no towers (below)
     return all(len(w) == 1 or w.lower() in _ALLOWED_WORDS for w in _WORD.findall(s))
 
 
@@ -294,7 +294,7 @@ def _clean_answer(s: Any) -> str | None:
         s = repr(s) if isinstance(s, float) else str(s)
     if not isinstance(s, str):
         return None
-    s = normalize_digits(s)
+    s = normalize_digits(s) if not _digit_lookalike(s) else ""  # '2³' is not 23
     if len(s) <= MAX_MATH_VERIFY_CHARS:
         s = unicodedata.normalize("NFKC", s)
     return " ".join(_strip_wrappers(s).split())
@@ -488,3 +488,32 @@ def has_self_correction(text: Any) -> bool:
     """
     text = completion_text(text)
     return bool(text) and _SELF_CORRECTION.search(text) is not None
+
+
+_POWER_TOWER = re.compile(r"\^\s*(?:-?[0-9]{1,2}|[A-Za-z]|\{[^{}]*\})\s*\^")
+
+
+def _power_tower(s: str) -> bool:
+    """Whether ``s`` could make sympy build a huge power: a tower ``a^b^c`` (read
+    ``a^(b^c)``: ``9^9^9`` has 369 million digits), a power of a bracket that holds a
+    power (``(99^99)^99``), or more than two ``^`` in all. Not evaluated."""
+    if s.count("^") > 2 or _POWER_TOWER.search(s) is not None:
+        return True
+    for end in (i for i in range(1, len(s)) if s[i] == "^" and s[i - 1] in ")}]"):
+        depth, start = 0, end - 1
+        while start >= 0:  # back to the bracket that opens the powered group
+            depth += (s[start] in ")}]") - (s[start] in "({[")
+            if depth == 0:
+                break
+            start -= 1
+        if "^" in s[max(start, 0):end]:
+            return True
+    return False
+
+
+def _digit_lookalike(s: str) -> bool:
+    """Whether ``s`` holds a character with a digit's value that is not a decimal
+    digit: a superscript, subscript or circled digit (``'²'``, ``'₃'``, ``'①'``),
+    which NFKC would turn into a plain digit (``'2³'`` into ``'23'``)."""
+    return not s.isascii() and any(
+        not ch.isdecimal() and unicodedata.digit(ch, None) is not None for ch in s)

@@ -225,8 +225,8 @@ def _as_fraction(value: Any, name: str, fn: str) -> Fraction:
     try:
         if isinstance(value, float):
             return Fraction(repr(value))
-        if isinstance(value, str):
-            return Fraction(value.strip())
+        if isinstance(value, str):  # '1e100000000' would make 10**100000000
+            return Fraction(_bounded_number_text(value.strip()))
         return Fraction(int(value))
     except (TypeError, ValueError, ZeroDivisionError):
         raise ValueError(
@@ -407,7 +407,7 @@ def reasoning_steps_reward(completions: list[str], min_steps: int = 3,
     ``"3 * 4 = 12, 2 + 12 = 14"`` has two steps and scores 0 — a reward written for
     one output style. Floor: 0.0.
     """
-    if min_steps < 1:
+    if not min_steps >= 1:  # NaN too: every trace would get the full reward
         raise ValueError(f"min_steps must be >= 1 (steps for the full reward), "
                          f"got {min_steps}")
     return [0.0 if t is None else min(1.0, len(_STEP_MARKER.findall(t)) / min_steps)
@@ -485,7 +485,7 @@ def cosine_scaled_reward(completions: list[str], answer: Sequence | None = None,
     given, else characters. Floor: ``min_value_wrong`` (a non-text completion).
     """
     fn = "cosine_scaled_reward"
-    if max_len <= 0:
+    if not 0 < max_len < math.inf:  # NaN too
         raise ValueError(f"{fn}: max_len must be positive, got {max_len}")
     texts = _texts(completions, fn)
     correct = _correct(texts, answer, strict, fn)
@@ -532,7 +532,7 @@ def length_bonus_reward(completions: list[str], max_tokens: int = 96,
     standardisation turns that 0.1 into the whole advantage. Floor: 0.0.
     """
     fn = "length_bonus_reward"
-    if max_tokens < 1:
+    if not 1 <= max_tokens < math.inf:  # NaN too: every completion got the bonus
         raise ValueError(f"{fn}: max_tokens must be >= 1, got {max_tokens}")
     texts = _texts(completions, fn)
     lengths = _lengths(texts, completion_ids, fn)
@@ -625,6 +625,9 @@ class CombinedReward:
         if len(weights) != len(funcs):
             raise ValueError(f"combine_rewards: {len(funcs)} functions but "
                              f"{len(weights)} weights; pass one weight per function")
+        if not all(map(math.isfinite, weights)):  # a NaN weight dropped its term
+            raise ValueError(f"combine_rewards: weights {weights}; each must be a "
+                             "finite number")
         self.funcs, self.weights = funcs, weights
         self.names: list[str] = []
         for f in funcs:
@@ -689,7 +692,9 @@ def countdown_worked_answer_reward(completions: list[str],
     An answer-only reward also pays a lucky answer after wrong work (``4 * 12 = 88,
     88 - 4 = 84.`` then ``(4 * 12) - 4``), and training on it teaches the policy that
     the work does not matter. Steps are read by
-    :func:`grpo_lib.tasks.countdown.worked_steps`, never evaluated. Floor: 0.0.
+    :func:`grpo_lib.tasks.countdown.worked_steps`, never evaluated; an ``=`` it
+    cannot read as a step (``4 *  12 = 88``, ``12 ÷ 4 = 3``, ``5 - 8 = -3``) is
+    work not shown, so the reward is 0. Floor: 0.0.
     """
     from .tasks.countdown import worked_steps
 
@@ -701,6 +706,7 @@ def countdown_worked_answer_reward(completions: list[str],
     for paid, text, goal in zip(answers, texts, goals):
         steps = worked_steps(text) if paid else []  # only a right answer is read
         shown = (bool(steps) and all(ok for *_, ok in steps)
+                 and text.count("=") == len(steps)  # every "=" closes a step read
                  and Fraction(steps[-1][3]) == _as_fraction(
                      goal, "target", "countdown_worked_answer_reward"))
         out.append(1.0 if shown else 0.0)
@@ -762,6 +768,9 @@ def countdown_sound_attempt_reward(completions: list[str],
     numbers = _column(numbers, "numbers", len(texts), fn, "[[45, 43, 83, 38]]")
     out = []
     for text, given in zip(texts, numbers):
+        if isinstance(given, (str, bytes)) or not hasattr(given, "__iter__"):
+            raise TypeError(f"{fn}: each numbers entry must be a list of integers, "
+                            f"got {given!r:.60}; e.g. numbers=[[45, 43, 83, 38]]")
         given = [_as_fraction(n, "numbers", fn) for n in given]
         attempts = attempts_of(text)
         sound = sum(attempt_is_sound(steps, given) for steps in attempts)
@@ -782,3 +791,12 @@ REWARD_FUNCTIONS: dict[str, RewardFunction] = {
     )
 }
 """Every reward function by name, for configs: ``REWARD_FUNCTIONS["format_reward"]``."""
+
+
+def _bounded_number_text(text: str) -> str:
+    """``text`` when it is a plain number of at most 40 characters (``"33"``,
+    ``"-2.5"``, ``"7/2"``), which :class:`fractions.Fraction` reads at once; a
+    ValueError otherwise (an exponent such as ``"1e100000000"`` is refused)."""
+    if len(text) > 40 or not re.fullmatch(r"[+-]?\d+(?:\.\d*)?(?:/\d+)?", text):
+        raise ValueError(f"not a plain number: {text[:50]!r}")
+    return text

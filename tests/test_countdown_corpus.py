@@ -310,14 +310,21 @@ def test_the_worked_answer_reward_pays_only_answers_the_work_shows():
         "shown, wrong answer": "<think> 4 * 12 = 48, 48 - 4 = 44. </think> "
                                "<answer> (4 * 12) + 4 </answer>",
     }
-    scores = dict(zip(texts, worked(list(texts.values()), numbers=[numbers] * 6,
-                                    target=[target] * 6)))
+    unread = {  # a wrong step the step reader cannot read is work not shown
+        "two spaces": "4 *  12 = 88", "a times sign": "4 × 12 = 88",
+        "a division sign": "12 ÷ 4 = 2", "a negative result": "5 - 8 = -4",
+        "a decimal result": "4 * 12 = 88.0", "a 13-digit number": "9" * 13 + " + 1 = 2"}
+    for name, step in unread.items():
+        texts[name] = (f"<think> {step}, 4 * 12 = 48, 48 - 4 = 44. </think> "
+                       "<answer> (4 * 12) - 4 </answer>")
+    scores = dict(zip(texts, worked(list(texts.values()), numbers=[numbers] * 12,
+                                    target=[target] * 12)))
     assert scores == {"shown": 1.0, "lucky": 0.0, "a wrong step on the way": 0.0,
                       "last step misses": 0.0, "no work": 0.0,
-                      "shown, wrong answer": 0.0}
+                      "shown, wrong answer": 0.0} | {name: 0.0 for name in unread}
     long_step = "9" * 5000 + " + 1 = 2. 4 * 12 = 48, 48 - 4 = 44."  # no int() of it
     assert worked([f"<think> {long_step} </think> <answer> (4 * 12) - 4 </answer>"],
-                  numbers=[numbers], target=[target]) == [1.0]
+                  numbers=[numbers], target=[target]) == [0.0]
     rng = random.Random(0)  # the corpus's right answers all show their work
     for problem in train_rows(30):
         text = cc.render_response(problem, "correct", rng,

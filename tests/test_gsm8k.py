@@ -1,5 +1,6 @@
 """grpo_lib.tasks.gsm8k: GSM8K rows in the book's layout, and a clear error offline
 (the hub is out of reach here, so the loader is tested on rows shaped like the hub's)."""
+import time
 from pathlib import Path
 
 import datasets
@@ -30,8 +31,15 @@ def test_final_answer(solution, final):
 
 
 def test_a_solution_without_its_final_line_is_refused():
-    with pytest.raises(ValueError, match="#### <answer>"):
-        gsm8k.final_answer("no final line here")
+    for bad in ("no final line here", "#### ", "#### 5\n6"):
+        with pytest.raises(ValueError, match="#### <answer>"):
+            gsm8k.final_answer(bad)
+    with pytest.raises(ValueError, match="is text, got NoneType"):
+        gsm8k.final_answer(None)
+    long = "#### x" + " " * 64_000 + "y"  # a regex took 44 s on it
+    start = time.perf_counter()
+    assert gsm8k.final_answer(long).startswith("x")
+    assert time.perf_counter() - start < 5
 
 
 def test_rows_are_book_rows_that_the_rewards_score(monkeypatch):

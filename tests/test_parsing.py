@@ -148,9 +148,20 @@ def test_answers_equal_single_latex_values_for_numeric_gold():
 def test_answers_equal_bounded_on_hostile_answers():
     for pred in ("9^{9^{9^9}}", "$9^{9^{9^9}}$", "9**9**9**9", "\\Gamma(99999999)",
                  "\\binom{99999999999}{4999999999}", "99999999999^{99999999}", "100000!",
-                 "gamma(99999999)", "(" * 5000 + "1" + ")" * 5000):
+                 "gamma(99999999)", "(" * 5000 + "1" + ")" * 5000, "9^9^9",
+                 "9^9^9^9", "99^99^99", "(99^99)^99", "((9^99)^99)^99"):
         assert timed(answers_equal, pred, "3") is False, pred
         assert timed(answers_equal, pred, "x^2") is False, pred
+
+
+def test_answers_equal_reads_no_superscript_or_circled_digit_as_a_digit():
+    """NFKC would turn '2³' into '23' and '①④' into '14'; such answers equal nothing,
+    while decimal digits of other scripts still count ('١٤', '１４')."""
+    for pred, gold in (("2³", "23"), ("10²", "102"), ("①④", "14"), ("14", "1⁴"),
+                       ("x₂", "x2")):
+        assert not answers_equal(pred, gold), (pred, gold)
+    assert answers_equal("١٤", "14") and answers_equal("１４", "14")
+    assert answers_equal("x^2 + 1", "x^2 + 1") and answers_equal("(x+1)^2", "(x+1)^2")
 
 
 def test_answers_equal_huge_numbers_as_digit_strings():

@@ -291,6 +291,16 @@ def test_countdown_repeat_penalty_counts_attempts_worked_twice():
         countdown_repeat_penalty("one string")
 
 
+def test_attempts_and_the_numbers_they_bring_in():
+    from grpo_lib.tasks.countdown import attempt_numbers, attempts_of
+
+    text = "<think> 7 + 5 = 12, 12 * 15 = 180. 7 * 5 = 35, 7 + 5 = 12. </think>"
+    first, second = attempts_of(text)
+    assert attempt_numbers(first) == [5, 7, 15]  # the chain brings in 7, 5, then 15
+    assert attempt_numbers(second) == [5, 7]  # a retry of 7, 5 brings in nothing new
+    assert attempts_of("no steps here") == [] and attempt_numbers([]) == []
+
+
 def test_countdown_sound_attempt_reward_pays_the_share_of_sound_work():
     head = "<think> Numbers 7, 5, 15; target 30. "
     texts = [
@@ -317,6 +327,9 @@ def test_countdown_sound_attempt_reward_pays_the_share_of_sound_work():
         countdown_sound_attempt_reward(texts)
     with pytest.raises(ValueError, match="is not a number"):
         countdown_sound_attempt_reward(texts[:1], numbers=[["seven", 5, 15]])
+    for entry in (None, "7 5 15", 7):
+        with pytest.raises(TypeError, match="each numbers entry must be a list"):
+            countdown_sound_attempt_reward(texts[:1], numbers=[entry])
 
 
 def test_soft_overlong_punishment_dapo():
@@ -361,6 +374,9 @@ def test_combine_rewards_names_breakdown_and_nan():
 def test_combine_rewards_errors():
     with pytest.raises(ValueError, match="2 functions but 1 weights"):
         combine_rewards([accuracy_reward, format_reward], [1.0])
+    for weight in (math.nan, math.inf):
+        with pytest.raises(ValueError, match="each must be a finite number"):
+            combine_rewards([accuracy_reward, format_reward], [1.0, weight])
     with pytest.raises(TypeError, match="non-empty list"):
         combine_rewards([])
     bad = combine_rewards([lambda c, **k: [1.0]])
@@ -499,6 +515,17 @@ def test_length_bonus_reward_counts_tokens_and_caps_at_one():
     ids = [[1] * 48, [1] * 200, []]
     assert length_bonus_reward(texts, completion_ids=ids) == [0.5, 1.0, 0.0]
     assert length_bonus_reward(texts, max_tokens=400) == [21 / 400, 1.0, 0.0]
-    with pytest.raises(ValueError, match="max_tokens must be >= 1"):
-        length_bonus_reward(texts, max_tokens=0)
+    for bad in (0, math.nan):  # NaN paid every completion the full bonus
+        with pytest.raises(ValueError, match="max_tokens must be >= 1"):
+            length_bonus_reward(texts, max_tokens=bad)
+    with pytest.raises(ValueError, match="min_steps must be >= 1"):
+        reasoning_steps_reward(texts, min_steps=math.nan)
+    with pytest.raises(ValueError, match="max_len must be positive"):
+        cosine_scaled_reward(texts, answer=["14"] * 3, max_len=math.nan)
+    for target in ("1e100000000", "9" * 50, "3 + 4"):  # Fraction would take minutes
+        with pytest.raises(ValueError, match="target entry .* is not a number"):
+            countdown_answer_reward(["<answer> 1 </answer>"], numbers=[[1]],
+                                    target=[target])
+    assert countdown_answer_reward(["<answer> 3 + 4 </answer>"], numbers=[[3, 4]],
+                                   target=["7"]) == [1.0]
 

@@ -57,6 +57,9 @@ def test_malformed_expressions_say_what_is_out_of_place(question, wrong):
 
 def test_parentheses_around_a_lone_number_are_read():
     assert evaluate_expression("((7))") == 7
+    assert evaluate_expression("((1 + 1)) * 3") == 6  # "(2)" after the first step
+    with pytest.raises(ValueError, match="unexpected character '²'"):
+        evaluate_expression("2²")  # a superscript is no decimal digit
     assert evaluate_expression("(2) + ((3)) * 4") == 14
     assert solve_steps("(2) + ((3)) * 4") == [(3, "*", 4, 12, "2 + 12"),
                                               (2, "+", 12, 14, "14")]

@@ -80,9 +80,9 @@ def tokenize_expression(text: str) -> list:
         ch = text[i]
         if ch.isspace():
             i += 1
-        elif ch.isdigit():
+        elif ch.isdecimal():  # not isdigit: '²' is a digit, not a decimal one
             j = i
-            while j < len(text) and text[j].isdigit():
+            while j < len(text) and text[j].isdecimal():
                 j += 1
             out.append(int(text[i:j]))
             i = j
@@ -162,6 +162,7 @@ def solve_steps(question: str,
     steps = []
     while len(tokens) > 1:
         (a, op, b, value), tokens = next_step(tokens, precedence)
+        tokens = _bare_numbers(tokens)  # "((1 + 1))" -> "(2)" -> "2"
         steps.append((a, op, b, value, format_tokens(tokens)))
     return steps
 

@@ -195,6 +195,8 @@ def attempt_numbers(steps) -> list[int]:
     """The numbers a chain attempt brings in, sorted: the first step's two, then the
     second number of each later step, except a step that retries the step before
     it with another operator (the same two numbers), which brings none."""
+    if not steps:
+        return []
     used = [steps[0][0], steps[0][2]]
     for (a, _, b, *_), (a0, _, b0, *_) in zip(steps[1:], steps):
         if (a, b) != (a0, b0):

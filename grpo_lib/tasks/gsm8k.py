@@ -14,25 +14,24 @@ so in one line instead of failing inside ``datasets``.
 """
 from __future__ import annotations
 
-import re
-
 HUB_NAME, HUB_CONFIG = "openai/gsm8k", "main"
 SYSTEM_PROMPT = (
     "Solve the problem. Think step by step inside <think> </think>, then write only "
     "the final number inside <answer> </answer>.")
 """The answer format, as DeepSeek-R1-Zero's template words it, for a chat model."""
 
-_FINAL = re.compile(r"####\s*(.+?)\s*$")
-
 
 def final_answer(solution: str) -> str:
     """The number after ``####`` at the end of a GSM8K solution, without thousands
     separators: ``"... #### 1,234"`` -> ``"1234"``."""
-    match = _FINAL.search(solution.strip())
-    if match is None:
+    if not isinstance(solution, str):
+        raise ValueError(f"a GSM8K solution is text, got {type(solution).__name__}")
+    _, mark, value = solution.strip().rpartition("####")  # a regex, '####\s*(.+?)\s*$',
+    value = value.strip()  # took quadratic time on a long run of spaces
+    if not mark or not value or "\n" in value:
         raise ValueError(f"a GSM8K solution ends with '#### <answer>'; this one does "
                          f"not: {solution[-80:]!r}")
-    return match.group(1).replace(",", "").replace("$", "").strip()
+    return value.replace(",", "").replace("$", "").strip()
 
 
 def gsm8k_row(row: dict) -> dict:
