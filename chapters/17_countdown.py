@@ -633,7 +633,9 @@ say(f"Held-out success at step 25: {ao_table.iloc[0, -1]:.3f} and "
 # luck, falls.
 #
 # `countdown_worked_answer_reward` pays a right answer only when the work shows it:
-# every step the response writes is right, and the last one reaches the target.
+# every step the response writes is right, and the last one reaches the target. An
+# `=` that the step reader cannot read (`4 *  12 = 88`, `12 ÷ 4 = 3`) counts as work
+# not shown.
 
 # %%
 show_source(countdown_worked_answer_reward, docstring=False)
