@@ -36,6 +36,12 @@ def test_completion_text_accepts_strings_and_chat_messages():
     assert completion_text({"role": "assistant", "content": "x"}) == "x"
     for bad in (None, 3.5, float("nan"), [], [{"role": "assistant"}], b"bytes"):
         assert completion_text(bad) is None
+    itself, deep = [], ["x"]
+    itself.append(itself)  # a list that holds itself recursed without end
+    for _ in range(5000):
+        deep = [deep]
+    assert completion_text(itself) is None and completion_text(deep) is None
+    assert completion_text([[[{"role": "assistant", "content": "y"}]]]) == "y"
 
 
 def test_normalize_digits():
