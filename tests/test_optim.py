@@ -30,9 +30,10 @@ def _steps(model, optimizer, n, start=0):
         warnings.simplefilter("ignore", UserWarning)
         for _ in range(start):
             scheduler.step()
+    dtype = next(model.parameters()).dtype
     for i in range(start, start + n):
         x = torch.randn(4, 6, generator=torch.Generator().manual_seed(i))
-        model(x).pow(2).mean().backward()
+        model(x.to(dtype)).float().pow(2).mean().backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
         optimizer.step()
         scheduler.step()
@@ -57,6 +58,20 @@ def _reloaded(tmp_path, model, optimizer, new_model):
     return resumed, optimizer, saved
 
 
+def _whole_and_resumed(tmp_path, new_model, before, after):
+    """A run of ``before + after`` steps, and the same run saved after ``before``
+    steps and resumed in a new model and optimizer (:func:`_reloaded`). Returns the
+    uninterrupted model, the resumed one and the saved state."""
+    whole = new_model()
+    _steps(whole, CPUOffloadAdamW(whole.parameters(), **KW), before + after)
+    first = new_model()
+    optimizer = CPUOffloadAdamW(first.parameters(), **KW)
+    _steps(first, optimizer, before)
+    resumed, optimizer, saved = _reloaded(tmp_path, first, optimizer, new_model)
+    _steps(resumed, optimizer, after, start=before)
+    return whole, resumed, saved
+
+
 def test_same_updates_as_adamw():
     plain, offloaded = _model(), _model()
     _steps(plain, torch.optim.AdamW(plain.parameters(), **KW), 5)
@@ -66,13 +81,7 @@ def test_same_updates_as_adamw():
 
 
 def test_state_dict_resumes_exactly(tmp_path):
-    whole = _model()
-    _steps(whole, CPUOffloadAdamW(whole.parameters(), **KW), 5)
-    first = _model()
-    optimizer = CPUOffloadAdamW(first.parameters(), **KW)
-    _steps(first, optimizer, 3)
-    resumed, optimizer, _ = _reloaded(tmp_path, first, optimizer, _model)
-    _steps(resumed, optimizer, 2, start=3)
+    whole, resumed, _ = _whole_and_resumed(tmp_path, _model, 3, 2)
     assert torch.allclose(_flat(whole), _flat(resumed), atol=1e-7, rtol=0)
 
 
@@ -82,20 +91,7 @@ def test_state_dict_resumes_bfloat16_weights_exactly(tmp_path):
     def bf16_model():
         return _model().to(torch.bfloat16)
 
-    def steps(model, optimizer, n, start=0):
-        for i in range(start, start + n):
-            x = torch.randn(4, 6, generator=torch.Generator().manual_seed(i))
-            model(x.bfloat16()).float().pow(2).mean().backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
-    whole = bf16_model()
-    steps(whole, CPUOffloadAdamW(whole.parameters(), **KW), 6)
-    first = bf16_model()
-    optimizer = CPUOffloadAdamW(first.parameters(), **KW)
-    steps(first, optimizer, 3)
-    resumed, optimizer, saved = _reloaded(tmp_path, first, optimizer, bf16_model)
-    steps(resumed, optimizer, 3, start=3)
+    whole, resumed, saved = _whole_and_resumed(tmp_path, bf16_model, 3, 3)
     assert torch.equal(_flat(whole), _flat(resumed))
     rounded = dict(saved["opt"])  # a state without masters: rebuilt from bfloat16
     rounded.pop("masters")
