@@ -290,8 +290,8 @@ def _latex_equal(pred: str, gold: str) -> bool:
 def _clean_answer(s: Any) -> str | None:
     if isinstance(s, bool) or s is None:
         return None
-    if isinstance(s, (int, float)):
-        s = repr(s) if isinstance(s, float) else str(s)
+    if isinstance(s, (int, float)):  # an int past str()'s digit limit: no answer
+        s = repr(s) if isinstance(s, float) else _int_text(s)
     if not isinstance(s, str):
         return None
     s = normalize_digits(s) if not _digit_lookalike(s) else ""  # '2³' is not 23
@@ -517,3 +517,12 @@ def _digit_lookalike(s: str) -> bool:
     which NFKC would turn into a plain digit (``'2³'`` into ``'23'``)."""
     return not s.isascii() and any(
         not ch.isdecimal() and unicodedata.digit(ch, None) is not None for ch in s)
+
+
+def _int_text(n: int) -> str:
+    """``str(n)``, or ``""`` for an int with more digits than Python converts to text
+    (``sys.get_int_max_str_digits()``, 4,300 by default), which no gold is."""
+    try:
+        return str(n)
+    except ValueError:
+        return ""

@@ -179,6 +179,15 @@ def test_answers_equal_huge_numbers_as_digit_strings():
     assert not timed(answers_equal, "14", big)
 
 
+def test_answers_equal_int_past_pythons_digit_limit():
+    """An int of more digits than str() converts (4,300 by default) is a safe False,
+    not a ValueError from the conversion; ints below the limit still compare."""
+    huge = 10 ** 5000 - 1
+    assert not answers_equal("5", huge) and not answers_equal(huge, "5")
+    assert not answers_equal(huge, huge)
+    assert answers_equal(10 ** 4000, "1" + "0" * 4000)
+
+
 def test_answers_equal_nan_none_and_garbage():
     assert not answers_equal("nan", "nan")
     assert not answers_equal(float("nan"), float("nan"))

@@ -529,3 +529,18 @@ def test_length_bonus_reward_counts_tokens_and_caps_at_one():
     assert countdown_answer_reward(["<answer> 3 + 4 </answer>"], numbers=[[3, 4]],
                                    target=["7"]) == [1.0]
 
+
+
+def test_substring_correctness_reads_greedily_and_fast():
+    """Chapter 3's hackable rule matches the greedy pattern it names, from the first
+    '<answer>' to the last '</answer>', and reads 64,000 open tags in linear time
+    (the regex it replaced took seconds)."""
+    from grpo_lib.exercises.ch03 import substring_correctness
+
+    cases = [("<answer> 14 </answer>", 1.0), ("<answer> 1 </answer> <answer> 4 </answer>",
+             0.0), ("<answer> 0 14 </answer> x </answer>", 1.0),
+             ("</answer> 14 <answer>", 0.0), ("<answer></answer>14</answer>", 1.0),
+             ("<answer> 14", 0.0), (None, 0.0)]
+    texts, want = zip(*cases)
+    assert substring_correctness(list(texts), answer=["14"] * len(texts)) == list(want)
+    assert timed(substring_correctness, ["<answer>" * 64_000], answer=["14"]) == [0.0]

@@ -10,11 +10,8 @@ chapter 3 hacks on purpose (section 3.10) and exercise 3.3 asks the learner to g
 from __future__ import annotations
 
 import math
-import re
 
 from ..rewards import accuracy_reward, format_reward, soft_overlong_punishment
-
-_ANSWER_GREEDY = re.compile(r"<answer>(.*)</answer>", re.DOTALL)
 
 
 def substring_correctness(completions: list[str], answer: list[str],
@@ -27,8 +24,10 @@ def substring_correctness(completions: list[str], answer: list[str],
     """
     scores = []
     for text, gold in zip(completions, answer):
-        match = _ANSWER_GREEDY.search(text) if isinstance(text, str) else None
-        extracted = match.group(1).strip() if match else ""
+        text = text if isinstance(text, str) else ""
+        # greedy: from the first "<answer>" to the last "</answer>" after it
+        start, end = text.find("<answer>"), text.rfind("</answer>")
+        extracted = text[start + 8:end].strip() if 0 <= start <= end - 8 else ""
         scores.append(1.0 if str(gold) in extracted else 0.0)
     return scores
 
