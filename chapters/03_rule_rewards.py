@@ -38,9 +38,9 @@
 # `completions` holds one string per sample; dataset columns (`answer`, `numbers`,
 # `target`, ...) arrive as lists aligned with it; columns a function does not use are
 # swallowed. A reward function **never raises on model output**: `None`, an empty
-# string, a megabyte of text or an injected tag all get a documented floor score. It
-# **does raise on programmer mistakes** (a missing column, lists of different lengths)
-# with a message that says what to pass.
+# string, a megabyte of text or an injected tag all get a finite score, the one its
+# rule gives, in bounded time. It **does raise on programmer mistakes** (a missing
+# column, lists of different lengths) with a message that says what to pass.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -493,7 +493,8 @@ pd.DataFrame({"length": [len(o) for o in outputs],
 # **Soft overlong punishment** (DAPO {cite}`yu2025dapo`, eq. 13): zero up to
 # $L_\text{max} - L_\text{cache}$, then a linear ramp to −1 at $L_\text{max}$, −1
 # beyond. Lengths are tokens when `completion_ids` is passed (TRL passes it), else
-# characters. (Exercise 3.2 asks you to write it, so its source is left for after.)
+# characters. (Exercise 3.2 asks you to write it, so its source is not shown here;
+# the solutions have one.)
 #
 # The cosine reward, per completion, and the repetition penalty:
 

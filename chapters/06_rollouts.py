@@ -535,8 +535,9 @@ print("same completion tokens:", torch.equal(ref, check.completion_ids))
 # %% [markdown]
 # And the speed: both decode the same prompts, 8 samples each, forced to the same
 # number of new tokens (`ignore_eos=True` here, `min_new_tokens` there), sampling at
-# $\tau = 1$ with no top-k. The median of a few runs after a warm-up (the script
-# `benchmarks/sampler_vs_generate.py` does the same with more runs and options):
+# $\tau = 1$ with no top-k. The median of a few runs after a warm-up
+# (`benchmarks/sampler_vs_generate.py --engine transformers` does the same with more
+# runs and options; the script's default engine is chapter 19's faster loop):
 
 # %%
 n_bench, T_bench = P.pick(smoke=(4, 16), cpu=(16, 64), gpu=(64, 128))

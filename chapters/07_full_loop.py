@@ -266,9 +266,10 @@ step_table.head(G)
 
 # %% [markdown]
 # One step moved the log-probability of (most) completions with a positive advantage
-# up and of those with a negative advantage down; the ones with $\hat A_i = 0$ moved
-# only because they share parameters with the rest. That is all of GRPO: the rest is
-# doing it many times, with bookkeeping.
+# up and of those with a negative advantage down. A completion with $\hat A_i = 0$, in
+# a group whose answers all score alike (the batch's count of such groups is printed
+# above), would move only because it shares parameters with the rest. That is all of
+# GRPO: the rest is doing it many times, with bookkeeping.
 #
 # ## The trainer
 #
@@ -732,16 +733,15 @@ say(f"The base model answered {int(untagged.sum())} of the {len(probe)} two-oper
 # two-operand problems are few among the training problems the corpus was written
 # from, and {doc}`chapter 5 <05_tiny_base_model>` made most of those few come in a
 # broken format. The format reward moved every answer into the tagged way, which is
-# what it pays for, and on two-operand problems the move brought the tagged way's
-# facts along, the wrong ones included. Strict accuracy counts the gain in format;
-# lenient accuracy shows what the move lost. The accuracy reward can repair a
-# tagged-way answer, and the counts above show how many it did; but it acts only on
-# the prompts the run samples, and two-operand prompts were a handful in the whole
-# run. Nothing holds the other answers in place either: updates made for longer
-# problems also move these, and the counts above say how many this run broke. A rule
-# reward teaches what the training prompts exercise; a held-out category that
-# training barely covers is where to look for a regression, and it shows only in a
-# breakdown like the one above.
+# what it pays for. The tagged way's facts did not simply come along: the counts above
+# say how many of its wrong answers training repaired and how many of its right ones
+# it broke, and how many of the trained model's wrong answers start their step from
+# numbers that are not the question's, a slip in copying rather than a wrong fact.
+# Two-operand prompts were a handful in the whole run, so the updates that moved
+# these answers were mostly made for longer problems, and nothing in them holds a
+# right answer in place. A rule reward teaches what the training prompts exercise; a
+# held-out category that training barely covers is where to look for a regression,
+# and it shows only in a breakdown like the one above.
 #
 # ### The `2 + 3 * 4` group again
 #

@@ -665,8 +665,9 @@ print(f"corpus: share of one-operator answers written with a broken format: "
 #
 # How large is "the spread between two seeds"? {doc}`Chapter 7 <07_full_loop>`'s run
 # with the `transformers` rollout (`data/runs/ch07_r1_zero_seed0_cpu`) is the `grpo,
-# seed 0` run above: same config, same seed, same trainer, one torch thread, executed
-# later on another machine. Compare the two step by step:
+# seed 0` run above: same config, same seed, same trainer, executed later on another
+# machine, with two torch threads where the run above had one. Compare the two step
+# by step:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -692,17 +693,17 @@ print(f"other CPU, steps 101-150: gap wrong - right "
       f"gap in group {late['length_gap_in_group'].mean():+.1f} tokens")
 
 # %% [markdown]
-# Two CPUs can round the same float32 sums differently (their vectorised kernels add
-# in a different order), and then the very first gradient already differs in its last
-# digits (the first printed line). For a while that changes nothing visible: the
-# sampled tokens are the same as long as no probability lands on the other side of a
-# random draw. Once one token differs, the two runs see different completions,
-# different advantages and different updates, and from then on they are two different
-# runs, as two seeds would be: they may end at the same accuracy or a few points apart
-# (compare the printed accuracies and length gaps with the range of the four seeded
-# runs). So "seed 0" names a run only together with the
-# machine, and a single run per variant cannot separate variants whose accuracies
-# differ by a few points.
+# Two CPUs, or two thread counts, can round the same float32 sums differently (their
+# kernels add in a different order), and then the very first gradient already differs
+# in its last digits (the first printed line). For a while that changes nothing
+# visible: the sampled tokens are the same as long as no probability lands on the
+# other side of a random draw. Once one token differs, the two runs see different
+# completions, different advantages and different updates, and from then on they are
+# two different runs, as two seeds would be: they may end at the same accuracy or a
+# few points apart (compare the printed accuracies and length gaps with the range of
+# the four seeded runs). So "seed 0" names a run only together with the machine and
+# its thread count, and a single run per variant cannot separate variants whose
+# accuracies differ by a few points.
 
 # %% [markdown]
 # (ch08-two-seeds)=
@@ -1171,7 +1172,7 @@ except NotImplementedError:
 # answer has 12 tokens.
 # How long would it have to be for `grpo` to give each of its tokens one tenth of the
 # weight of a short-right-answer token, and what total push would it then receive?
-# Under `dapo`? (b) Why is the largest clip fraction of every run above exactly 0,
+# Under `dapo`? (b) Why is the largest clip fraction of each $\mu = 1$ run exactly 0,
 # and which setting would make `epsilon_high` matter? (c) Under `dr_grpo`, what
 # happens to the size of the gradient if you double `max_completion_length` without
 # changing anything else, and why does that matter less with AdamW than with SGD?

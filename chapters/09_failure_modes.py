@@ -273,10 +273,9 @@ say(f"After 150 steps the format-only runs answer {mean_range(fmt_acc)} of the "
 
 # %% [markdown]
 # The full-length runs repeat the short one in both seeds, and they show when the
-# damage is done: while the format is being learned. Once nearly every sample is well
-# formatted, nearly every group has equal rewards, the gradient all but vanishes, and
-# the accuracy lost on the way stays lost, because nothing in the reward would bring
-# it back.
+# damage is done: while the format is being learned, until nearly every group scores
+# alike. From then on the gradient all but vanishes, and the accuracy lost on the way
+# stays lost, because nothing in the reward would bring it back.
 
 # %% [markdown]
 # (ch09-loophole)=
@@ -703,9 +702,10 @@ for text in cd_last["completion"].head(3):
 # %% [markdown]
 # In five of the six settings the loophole was not taken. The paid-but-wrong and
 # no-answer shares fell; the cosine reward's gap between wrong and right answers
-# moved as it moved with `accuracy_reward`; Countdown's hack stayed near the rate it
-# was sampled at first. The think-longer bonus was taken by one seed of two, in the
-# second half of its run (the plot of its section).
+# moved as it moved with `accuracy_reward`; Countdown's hack grew but stayed rare,
+# one or two answers in a hundred at both ends of its runs. The think-longer bonus
+# was taken by one seed of two, in the second half of its run (the plot of its
+# section).
 #
 # A loophole is taken only if the policy samples the exploit, and only if the exploit
 # pays more than honest work in the groups where it is sampled. This policy samples

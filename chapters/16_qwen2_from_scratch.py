@@ -710,11 +710,11 @@ say(f"Matrix products (`aten::mm`, `aten::addmm`, `aten::bmm`) take "
 # The static cache on its own removes the cache's reallocation and most of the
 # bookkeeping around each step, which `generate` spends in logits processors and
 # stopping criteria; it does not change the arithmetic. On a CPU with a model this
-# small, every one of the few hundred operations of a decode step is a separate call
-# with its own fixed cost, so what remains is to do fewer of them (fusing, compiling),
-# to make each cheaper (bfloat16), and on a GPU to replay a whole step as one CUDA
-# graph, which the fixed shapes of this cache allow. {doc}`19_fast_steps` does the
-# first, on a CPU.
+# small, every one of the thousand or so operator calls of a decode step (chapter 19
+# counts them) has its own fixed cost, so what remains is to do fewer of them
+# (fusing, compiling), to make each cheaper (bfloat16), and on a GPU to replay a
+# whole step as one CUDA graph, which the fixed shapes of this cache allow.
+# {doc}`19_fast_steps` does the first, on a CPU.
 #
 # (ch16-memory)=
 # ## The memory of training

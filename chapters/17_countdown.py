@@ -32,7 +32,7 @@
 # 4. **GRPO on the first base**: three committed runs that do not learn;
 # 5. **why**: the first base's own answers, read step by step;
 # 6. **a second corpus, and GRPO on it**: a base that computes and copies better,
-#    live, then two seeds: success rate, the format reward's share, response length;
+#    live, then two seeds: success rate, format rate, response length;
 # 7. **a fourth try**: a KL anchor, a lower learning rate and only groups that
 #    teach; held-out success greedy and sampled, two seeds.
 #
@@ -316,7 +316,7 @@ print(config_text[config_text.index("model_name_or_path"):
 # ```
 #
 # A third run pays the answer only at a fifth of the learning rate
-# (`--set learning_rate=1e-4`). All three were stopped a few steps after the
+# (`--set learning_rate=1e-4`). All three were stopped at or a few steps after the
 # evaluation at step 40, of the 120 steps the configuration plans; `metrics.csv` has
 # every step they finished.
 # Each run's folder under `data/runs/` has its exact command, machine and timing.
