@@ -181,9 +181,9 @@ ops
 # each loop on 1 row (almost no arithmetic: the calls alone) and on 64 rows:
 
 # %%
-def decode_step_time(model, fn, rows, steps=8):
+def decode_step_time(model, fn, rows, steps=32):
     """Seconds per decode step: a rollout of `steps + 1` tokens minus one of 1 token,
-    over `rows` rows (one prompt repeated), the best of 3."""
+    over `rows` rows (one prompt repeated), the best of 5."""
     batch = [prompts[0]] * rows
 
     def rollout(n):
@@ -193,7 +193,7 @@ def decode_step_time(model, fn, rows, steps=8):
         return time.perf_counter() - start
 
     rollout(steps + 1)  # warm-up
-    return min((rollout(steps + 1) - rollout(1)) / steps for _ in range(3))
+    return min((rollout(steps + 1) - rollout(1)) / steps for _ in range(5))
 
 
 step_ms = pd.DataFrame({
@@ -1774,7 +1774,7 @@ say(f"The fast rollout cut the steps' time from "
 #
 # - The floor of a step is its FLOPs over the machine's matmul peak. For the tiny model
 #   the update holds most of the FLOPs. Before the fast path the rollout held most of
-#   the time lost against the floor; after it, the update holds as much or more.
+#   the time lost against the floor; after it, the two lose about as much each.
 # - A small model's decode step is bound by operator calls. Fusing projections,
 #   folding constants into the weights and sampling with one random number per row
 #   remove most of them without changing the function.

@@ -150,8 +150,8 @@ show_source(worker_main, start="while not stop.is_set():", end="index += 1")
 #
 # $$\mathcal L_{i,t} = -\,\underbrace{\min\!\Big(\frac{\pi_{\text{prox}}}
 # {\pi_{\text{behav}}}, c\Big)}_{\text{behaviour weight}}
-# \min\big(\rho_{i,t}\hat A_i,\ \operatorname{clip}(\rho_{i,t}, 1-\epsilon,
-# 1+\epsilon)\,\hat A_i\big), \qquad
+# \min\big(\rho_{i,t}\hat A_i,\ \operatorname{clip}(\rho_{i,t}, 1-\varepsilon,
+# 1+\varepsilon)\,\hat A_i\big), \qquad
 # \rho_{i,t} = \frac{\pi_\theta}{\pi_{\text{prox}}}.$$
 #
 # The worker returns the log-probs it sampled with, so the weight costs nothing

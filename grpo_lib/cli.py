@@ -89,8 +89,9 @@ def _make_sft_data(args: argparse.Namespace) -> None:
     from .sft import arithmetic_sft_rows
     from .tasks import write_jsonl
 
-    rows = arithmetic_sft_rows(args.n, split=args.split)
-    print(f"wrote {write_jsonl(rows, args.out)} ({len(rows)} conversations)")
+    with _setup_errors("make-sft-data"):
+        rows = arithmetic_sft_rows(args.n, split=args.split)
+        print(f"wrote {write_jsonl(rows, args.out)} ({len(rows)} conversations)")
 
 
 def _pretrain(args: argparse.Namespace) -> None:
@@ -107,7 +108,8 @@ def _pretrain(args: argparse.Namespace) -> None:
 def _card(args: argparse.Namespace) -> None:
     from .pretrain import write_model_card
 
-    write_model_card(args.path, eval_n=args.eval_n, seed=args.seed)
+    with _setup_errors("card"):  # a folder that pretraining did not write, mostly
+        write_model_card(args.path, eval_n=args.eval_n, seed=args.seed)
 
 
 def _eval(args: argparse.Namespace) -> None:

@@ -67,3 +67,20 @@ def test_add_skills_scores_the_card_and_rewrites_its_section(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         cards_main(["add-skills", str(tmp_path / "nothing")])
     assert stop.value.code == 2 and "holds no model" in capsys.readouterr().err
+
+
+def test_card_and_make_sft_data_report_setup_mistakes_in_one_line(tmp_path, capsys):
+    """`card` on a folder that pretraining did not write (an exported model has no
+    pretrain_info.json) and `make-sft-data` into a path that cannot be written stop
+    with one line and status 2, as the README promises, not a traceback."""
+    for argv, said in ((["card", str(tmp_path)], "pretrain_info.json is missing"),
+                       (["make-sft-data", "--n", "2", "--out",
+                         str(tmp_path / "file" / "rows.jsonl")], "file")):
+        if argv[0] == "make-sft-data":
+            (tmp_path / "file").write_text("not a folder")
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"python -m grpo_lib {argv[0]}: error:") and said in err
+        assert len(err.splitlines()) == 1
