@@ -284,8 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-format", default="chat", choices=["chat", "r1_zero"])
     p.add_argument("--seed", type=at_least(0), default=0)
     p.add_argument("--dtype", default="auto", choices=EVAL_DTYPES,
-                   help="weights' dtype, as the trainer's model_dtype: auto (as "
-                        "stored: a bfloat16 base stays bfloat16) or float32, as the "
+                   help="weights' dtype, as the trainer's model_dtype: auto (the "
+                        "dtype the model's config.json names) or float32, as the "
                         "trainer loads them by default")
     p.add_argument("--csv", default=None)
     p.add_argument("--samples-out", default=None, metavar="PATH.jsonl[.gz]",

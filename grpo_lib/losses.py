@@ -375,7 +375,7 @@ def policy_loss(
         old_logp: ``[B, T]`` log-probs under the sampling policy (no grad). ``None``
             means on-policy (``num_iterations=1``): ``old_logp = logp.detach()``, so the
             ratio is 1 but its gradient is still :math:`\\nabla\\log\\pi_\\theta`.
-        advantages: ``[B]`` (one per completion) or ``[B, T]``.
+        advantages: ``[B]`` (one per completion) or ``[B, T]`` (token ratios only).
         mask: ``[B, T]`` 1 for completion tokens that count (up to and including EOS).
         loss_type: ``"grpo" | "bnpo" | "dr_grpo" | "dapo" | "reinforce" | "cispo"``.
         epsilon, epsilon_high: the clip range ``[1 - epsilon, 1 + epsilon_high]`` of
@@ -395,8 +395,8 @@ def policy_loss(
             sampler/trainer gap (:func:`sampling_importance_weights`); they multiply
             the per-token policy loss before the KL term is added, as in TRL.
         importance_sampling_level: ``"token"`` (one ratio per token) or
-            ``"sequence"`` (GSPO: one ratio per completion,
-            :func:`sequence_log_ratio`); the KL's bias correction uses the same ratio.
+            ``"sequence"`` (GSPO: one ratio per completion, :func:`sequence_log_ratio`);
+            the KL's bias correction uses it too, and then is not the reverse KL's.
 
     Returns:
         ``(loss, stats)``; ``stats`` holds floats measured on this micro-batch's active
@@ -438,7 +438,7 @@ def policy_loss(
     if beta != 0.0:
         per_token_kl = kl_estimate(logp, ref_logp, kind="k3")  # [B, T]
         if use_bias_correction_kl:
-            # value unchanged on-policy, the gradient becomes the reverse KL's
+            # same value on-policy; with token ratios, the reverse KL's gradient
             per_token_kl = per_token_kl * ratio  # [B, T]
         per_token_loss = per_token_loss + beta * per_token_kl
 

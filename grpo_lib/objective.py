@@ -65,11 +65,11 @@ def _broadcast_advantages(advantages: torch.Tensor, like: torch.Tensor) -> torch
         return advantages.unsqueeze(-1)  # [B, 1]
     if advantages.shape == like.shape or advantages.numel() == 1:
         return advantages
-    raise ValueError(
+    tokens = "" if like.shape[-1] == 1 else f" or one per token ({tuple(like.shape)})"
+    raise ValueError(  # a ratio [B, 1] (GSPO) takes one advantage per sequence
         f"advantages of shape {tuple(advantages.shape)} do not fit the ratio of shape "
         f"{tuple(like.shape)}: pass one advantage per sequence ([B] = "
-        f"{tuple(like.shape[:-1])}) or one per token ({tuple(like.shape)})."
-    )
+        f"{tuple(like.shape[:-1])}){tokens}.")
 
 
 def clipped_surrogate(

@@ -6,7 +6,7 @@ with mixed languages, long paragraphs and code blocks; about 600k reasoning samp
 survive and go into the second round of supervised fine-tuning. Here the steps are:
 
 1. :func:`sample_candidates` draws ``k`` completions per prompt (the paper does not
-   say how many; the default here is 16) with the book's sampler and scores each one
+   say how many; the CLI's ``--k`` is 16) with the book's sampler and scores each one
    with the evaluation harness (:func:`grpo_lib.evaluation.score_completions`), so
    "correct" means exactly what it means in every accuracy number of the book;
 2. :func:`apply_filters` keeps the candidates that pass every filter of

@@ -10,7 +10,7 @@ Every reward is a plain per-sample function (TRL's convention minus the chat wra
   (``answer=[...]``, ``numbers=[...]``, ``target=[...]``); columns a function does not
   use are swallowed.
 * **Model output never raises.** ``None``, non-strings, empty or 1 MB completions,
-  injected tags, unicode digits: each gets the function's documented *floor* score.
+  injected tags, unicode digits: each gets a finite score, the one the rule gives.
 * **Programmer mistakes do raise**, with a message saying what to pass: a missing
   column, a column whose length differs from ``completions``, a bad parameter.
 

@@ -71,7 +71,8 @@ SFT_METRIC_COLUMNS = [
     "skipped_updates",
     "time_step",
 ]
-"""Columns of an SFT run's ``metrics.csv`` (TRL's names where TRL logs the value)."""
+"""Columns of an SFT run's ``metrics.csv``, most with TRL's names; ``num_tokens`` is
+the step's loss tokens (TRL's column of that name is a running count of inputs)."""
 
 
 # ======================================================================================
@@ -553,7 +554,8 @@ class SFTTrainer(TrainingLoop):
         if (config.eval_steps or config.eval_on_start) and self.eval_rows is None:
             raise ValueError(
                 "eval_steps/eval_on_start is set but there is no eval data: pass "
-                "eval_dataset (or eval_file in the YAML config), or set eval_steps=0."
+                "eval_dataset (or eval_file in the YAML config), or set eval_steps=0 "
+                "and eval_on_start=false."
             )
         max_steps = config.total_steps(len(self.train_rows))
         self.optimizer = torch.optim.AdamW(

@@ -131,8 +131,8 @@ class GRPOConfig(YAMLConfig):
     """Folder (or hub name) of the policy to train; used by ``train_from_yaml``."""
     model_dtype: str = "float32"
     """Dtype ``train_from_yaml`` loads the policy in: "float32" (weights and Adam
-    states in full precision, whatever the file stores), "bfloat16", or "auto" (as
-    stored: ``small-qwen2-base`` is stored in bfloat16)."""
+    states in full precision, whatever the file stores), "bfloat16", or "auto" (the
+    dtype its config.json names: bfloat16 for the Countdown bases)."""
     task: str = "arithmetic"
     """Task whose ``train``/``test`` splits ``train_from_yaml`` loads."""
     prompt_format: str = "chat"
@@ -158,7 +158,7 @@ class GRPOConfig(YAMLConfig):
     ignore_eos: bool = False
     """Never stop early: every completion is max_completion_length long (benchmarks)."""
     generation_batch_size: int | None = None
-    """Rows decoded at once (memory only; TRL's field of that name is P x G)."""
+    """Rows decoded at once (memory; a seed draws other tokens at another size)."""
     rollout_engine: str = "fast"
     """Model that samples: "fast" (grpo_lib.fast_decode's step on the policy's weights,
     chapter 19: the tokens of "transformers", faster), "transformers" (the policy in
@@ -221,9 +221,9 @@ class GRPOConfig(YAMLConfig):
     micro_batch_size: int | None = None
     """Rows per forward/backward (gradient accumulation); ``None``: the whole batch."""
     sampling_correction: bool = False
-    """Weight each token's loss by pi_old / pi_sampler (truncated importance
-    sampling for the gap between the sampler's numerics and the trainer's; TRL's
-    vllm_importance_sampling_correction). Needs rollout_engine="fast"."""
+    """Weight the loss by pi_old / pi_sampler, per completion or per token, truncated
+    or masked (sampling_correction_mode): TRL's vllm_importance_sampling_correction,
+    for the sampler's numerics against the trainer's. Needs rollout_engine="fast"."""
     sampling_correction_mode: str = "sequence_mask"
     """token_truncate | token_mask | sequence_truncate | sequence_mask (TRL's
     default): per token or per completion; clip the weight or drop what is outside."""
@@ -704,7 +704,7 @@ class GRPOTrainer(TrainingLoop):
             raise ValueError(
                 "eval_every/eval_on_start is set but eval_dataset is None: pass "
                 "eval_dataset=load_task_split('arithmetic', 'test') or set "
-                "eval_every=0."
+                "eval_every=0 and eval_on_start=false."
             )
         self.ref_model = None
         if config.beta > 0:
@@ -1068,8 +1068,8 @@ class GRPOTrainer(TrainingLoop):
 
     def _sampling_weights(self, old_logp: torch.Tensor, sampler_logp: torch.Tensor,
                           mask: torch.Tensor, seen: list | None) -> torch.Tensor:
-        """The truncated importance weights pi_old / pi_sampler of one micro-batch,
-        ``[b, C]`` or ``[b, 1]`` (``sampling_correction``); with ``seen``, also
+        """The importance weights pi_old / pi_sampler of one micro-batch, cut or
+        masked by the mode, ``[b, C]`` or ``[b, 1]``; with ``seen``, also
         record them and the log-prob gap for the step's sampling/* metrics."""
         cfg, old_logp = self.config, old_logp.detach()
         weights = sampling_importance_weights(

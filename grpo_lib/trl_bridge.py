@@ -308,8 +308,8 @@ NOT_A_TRL_SETTING: dict[str, str] = {
     "task": "the rows go to trl.GRPOTrainer(train_dataset=...)",
     "prompt_format": "build the dataset's 'prompt' column in this format",
     "reward_funcs": "pass trl_reward_funcs(config) as GRPOTrainer(reward_funcs=...)",
-    "generation_batch_size": "our decode chunk (memory only); TRL's field of that "
-                             "name is the whole rollout batch",
+    "generation_batch_size": "our decode chunk (memory; a seed's draws); TRL's "
+                             "field of that name is the whole rollout batch",
     "rollout_engine": "our decode loop (speed only); TRL samples with "
                       "model.generate: the same distribution, another random stream",
     "rollout_sampler": "how our fast engine draws a token (speed only); TRL draws "

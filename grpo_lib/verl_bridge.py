@@ -574,7 +574,7 @@ NO_VERL_EQUIVALENT: dict[str, tuple[Callable[[Any], bool], str]] = {
 :func:`verl_overrides` refuses the config when the first item is true."""
 
 NOT_A_VERL_SETTING: dict[str, str] = {
-    "generation_batch_size": "our decode chunk (memory only); vLLM batches "
+    "generation_batch_size": "our decode chunk (memory; a seed's draws); vLLM batches "
                              "continuously (rollout.max_num_seqs)",
     "rollout_engine": "our decode loop; verl samples with vLLM or SGLang "
                       "(rollout.name)",

@@ -187,3 +187,13 @@ def test_chapter2_checkers_accept_the_library_and_reject_common_mistakes():
 
     with pytest.raises(AssertionError, match="BNPO/DAPO"):
         check_grpo_objective(token_mean)
+
+
+def test_sequence_ratio_asks_for_one_advantage_per_sequence():
+    """A ratio of shape [B, 1] (GSPO's, one per completion) cannot take per-token
+    advantages, and the message does not offer [B, 1] as a per-token shape."""
+    ratio = torch.ones(2, 1)
+    with pytest.raises(ValueError, match=r"per sequence \(\[B\] = \(2,\)\)\.$"):
+        clipped_surrogate(ratio, torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"or one per token \(\(2, 3\)\)"):
+        clipped_surrogate(torch.ones(2, 3), torch.ones(3, 3))

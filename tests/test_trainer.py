@@ -807,3 +807,15 @@ def test_r1_zero_prompts_need_a_question_column(tmp_path):
                         prompt_format="r1_zero")
     with pytest.raises(ValueError, match="no 'question' column"):
         GRPOTrainer(random_model(tok, size="micro", seed=0), tok, None, config, rows)
+
+
+@pytest.mark.parametrize("overrides", [dict(eval_every=2), dict(eval_every=0,
+                                                               eval_on_start=True)])
+def test_no_eval_data_message_names_every_field_to_turn_off(tokenizer, tmp_path,
+                                                             overrides):
+    """Without an eval set, the error names both fields: eval_every=0 alone does not
+    help when eval_on_start is set (the message used to say only eval_every=0)."""
+    model = random_model(tokenizer, size="micro", seed=0)
+    with pytest.raises(ValueError, match="eval_every=0 and eval_on_start=false"):
+        GRPOTrainer(model, tokenizer, [digit_share], _config(tmp_path, **overrides),
+                    ROWS)
