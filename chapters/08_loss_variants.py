@@ -899,8 +899,9 @@ shutil.rmtree(runs_dir, ignore_errors=True)  # the runs were only needed for thi
 # | `importance_sampling_level="sequence"` | one ratio per completion, the geometric mean of its tokens' ratios; the clip keeps or drops the whole completion | GSPO {cite}`zheng2025gspo` |
 # | `loss_type="cispo"` | one ratio per token, used as a detached weight capped at $\varepsilon_{\max}$; no token loses its gradient | CISPO {cite}`minimax2025m1` |
 #
-# GSPO's ratio is the mean of the token log-ratios. Because it averages, it moves far
-# less than one token's ratio, so GSPO clips to
+# GSPO's ratio $s_i$ is the geometric mean of the token ratios,
+# $\log s_i = \frac{1}{\lvert o_i\rvert}\sum_t \log\rho_{i,t}$. Because it averages,
+# it moves far less than one token's ratio, so GSPO clips to
 # $[1 - 3\cdot10^{-4}, 1 + 4\cdot10^{-4}]$, not to $0.2$ (its section 5.1). CISPO's
 # weight is $\mathrm{sg}(\min(\rho_{i,t}, \varepsilon_{\max}))$, multiplied by
 # $\hat A_i \log\pi_\theta(o_{i,t})$ as in REINFORCE. The tokens are averaged as in

@@ -2333,6 +2333,7 @@ say(f"On one {small_info['device']}: pretraining {small_info['wall_time_s']:.0f}
 # size moved the start, not the rise.
 
 # %% [markdown]
+# (ch17-glance)=
 # ## Every try at a glance
 #
 # Every run of this chapter that was scored with the held-out protocol, in the order
@@ -2681,7 +2682,8 @@ except NotImplementedError:
 # problems that one of a model's samples solves and its sampled success, from a table
 # of held-out answers like the ones this chapter reads (columns `mode`,
 # `prompt_index`, `correct`). Then apply it to the spelled base's answers,
-# `read_answers("ch17_spelled_seed0_cpu", 0)`, and compare with the glance table.
+# `read_answers("ch17_spelled_seed0_cpu", 0)`, and compare with the room marked in
+# the figure of {ref}`ch17-glance`.
 
 # %%
 def my_room(answers):

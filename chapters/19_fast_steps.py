@@ -1870,8 +1870,8 @@ except NotImplementedError:
 # share of the update does the prompt-once forward save at $G = 16$? (b) Why does the
 # fast step's inverse-CDF draw not reproduce a seeded run of the `transformers` engine,
 # and why does `rollout_sampler="multinomial"` reproduce it? (c) With a bfloat16
-# sampler and a float32 trainer, why can the per-completion weight leave $[1/3, 3]$
-# when no token's weight does? (d) The inverse-CDF and the multinomial draw give
-# every token its probability, yet chapter 7's runs trained differently with them.
-# Name two explanations and an experiment that tells them apart. What does
+# sampler and a float32 trainer, why can the per-completion weight pass TRL's bound
+# of 3 when no token's weight comes near it? (d) The inverse-CDF and the multinomial
+# draw give every token its probability, yet chapter 7's runs trained differently
+# with them. Name two explanations and an experiment that tells them apart. What does
 # {ref}`ch19-other-numbers` settle, and what does it leave open?

@@ -126,7 +126,7 @@ print(plan.to_string(float_format=lambda v: f"{v:.2f}"))
 # When sampling is the faster half, as here, one version of slack gives all the
 # speed there is. A larger $\Delta$ only lets the worker run further ahead, so the
 # samples get older and nothing gets faster. When sampling is the slower half, the
-# staleness settles at 1 whatever $\Delta$ allows (exercise 20.1 asks why).
+# staleness settles at 1 whatever $\Delta \ge 1$ allows (exercise 20.1 asks why).
 #
 # The worker is `worker_main`, a function run in its own process. The versions
 # reach it through a file (`policy.pt`, written to a temporary name and renamed, so
@@ -371,7 +371,7 @@ print(out[["step", "staleness", "worker_restarts", "time_wait"]].to_string(index
 # max_staleness, steps)`: return the list of versions that sample batches
 # $0, \ldots, \text{steps}-1$ under the rule above, without calling
 # `simulate_schedule`. Then explain why the staleness settles at 1 when sampling is
-# slower than the update, whatever $\Delta$.
+# slower than the update, whatever $\Delta \ge 1$.
 
 # %%
 from grpo_lib.exercises.ch20 import (check_behaviour_weight, check_schedule,

@@ -359,7 +359,9 @@ say(f"On that GPU the recipe's {steps} steps take about "
 # **21.1 — One step on N processes.** Write `my_split(per_step_prompts,
 # num_generations, micro_batch_size, num_processes)`: return
 # `(per_device_train_batch_size, gradient_accumulation_steps)`, or raise
-# `ValueError` when a group would be cut between processes.
+# `ValueError` when a group would be cut between processes. As in `GRPOConfig`,
+# `micro_batch_size=None` means the whole batch, and a process never takes a
+# micro-batch larger than its own share of the step's completions.
 
 # %%
 from grpo_lib.exercises.ch21 import check_loss_agg, check_split, check_verl_row

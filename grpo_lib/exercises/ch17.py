@@ -49,6 +49,8 @@ _ONCE_CASES = [
     ("13 * 4", [1, 3, 4]),  # 13 is not 1 and 3
     ("7 * 7 - 7", [7, 7, 7]), ("7 * 7", [7, 7, 7]),
     ("(20 - 19) * 10 * 1", [20, 1, 19, 10]), ("-3 + 8 * 5", [3, 5, 8]),
+    ("3 * (8 - 5", [3, 5, 8]), ("3 8 5", [3, 5, 8]),  # not expressions
+    ('__import__("os")', [3, 5, 8]), ("", [3, 5, 8]),
 ]
 
 
@@ -56,7 +58,12 @@ def check_uses_each_once(fn) -> bool:
     """Check ``fn(expression, numbers) -> bool``."""
     for expression, numbers in _ONCE_CASES:
         expected = reference_uses_each_once(expression, numbers)
-        got = fn(expression, list(numbers))
+        try:
+            got = fn(expression, list(numbers))
+        except Exception as err:
+            raise AssertionError(f"{expression!r}: your function raised "
+                                 f"{type(err).__name__}: {err}; text that is not an "
+                                 f"expression should give False.") from None
         if bool(got) == expected:
             continue
         hint = ""

@@ -163,6 +163,6 @@ def check_onpolicy_loss(fn) -> bool:
             raise AssertionError(f"{loss_type}, advantages {advantages}, lengths "
                                  f"{lengths}: expected {expected:.6f}, got "
                                  f"{got:.6f}.{hint}")
-    print("check_onpolicy_loss: 'grpo' and 'dapo' on-policy losses right in all "
-          "four batches.")
+    print(f"check_onpolicy_loss: 'grpo' and 'dapo' on-policy losses right in all "
+          f"{len(_LOSS_CASES)} batches.")
     return True

@@ -32,7 +32,12 @@ def check_split(fn) -> bool:
     num_processes) -> (per_device_train_batch_size, gradient_accumulation_steps)``."""
     for case in _SPLIT_CASES:
         expected = reference_split(*case)
-        got = fn(*case)
+        try:
+            got = fn(*case)
+        except Exception as err:  # e.g. min(None, 4): None is the whole batch
+            raise AssertionError(f"{case}: your function raised {type(err).__name__}: "
+                                 f"{err} (micro_batch_size=None means the whole "
+                                 f"batch).") from None
         try:
             got = tuple(int(v) for v in got)
         except (TypeError, ValueError):
