@@ -430,8 +430,11 @@ dead
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.5), constrained_layout=True)
-for column in dead.columns:
-    ax.plot(dead.index, dead[column], marker="o", label=column)
+for p, column in zip(success_rates, dead.columns):
+    above = p > 0.5  # p and 1 - p give the same curve: dashed and open, both show
+    ax.plot(dead.index, dead[column], marker="s" if above else "o",
+            ls="--" if above else "-", mfc="none" if above else None, ms=8 if above
+            else 5, label=column)
 ax.set_xscale("log", base=2)
 ax.set_xticks(group_sizes, [str(g) for g in group_sizes])
 ax.set_xlabel("group size G")

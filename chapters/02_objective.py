@@ -311,7 +311,8 @@ for ax, adv in zip(axes, (1.0, -1.0)):
     ax.fill_between(grid, -2, 2, where=flat, color="tab:red", alpha=0.12,
                     label="gradient = 0")
     ax.axvline(1.0, color="black", lw=0.6)
-    ax.set(title=f"A = {adv:+.0f}", xlabel=r"ratio $\rho$", ylim=(-1.8, 1.8))
+    ax.set(title=f"A = {adv:+.0f}", xlabel=r"ratio $\rho$", ylim=(-1.8, 1.8),
+           xticks=[0.5, 1.0, 1.5])  # no tick at the panels' shared edge
 axes[0].set_ylabel("surrogate (to maximise)")
 axes[0].legend(loc="upper left", fontsize=9)
 plt.tight_layout()
@@ -497,9 +498,12 @@ axes[0].axvline(true_kl, color="black", lw=1, label=f"true KL = {true_kl:.4f}")
 axes[0].set(title=f"one-sample estimates, spread = {spread} (1-99% range of k1)",
             xlabel="estimate", ylabel="density")
 axes[0].legend(fontsize=9)
-for kind, color in (("k1", "tab:blue"), ("k2", "tab:orange"), ("k3", "tab:green")):
+for kind, color, marker in (("k1", "tab:blue", "o"), ("k2", "tab:orange", "s"),
+                            ("k3", "tab:green", "^")):
     sub = kl_table[kl_table.estimator == kind]
-    axes[1].plot(sub.true_kl, sub.rel_std, "o-", color=color, label=f"{kind}: std/KL")
+    axes[1].plot(sub.true_kl, sub.rel_std, "-", marker=marker,
+                 mfc="none" if kind == "k2" else color, ms=7 if kind == "k2" else 5,
+                 color=color, label=f"{kind}: std/KL")  # k2's open squares show
     axes[1].plot(sub.true_kl, sub.rel_bias.abs(), "x:", color=color,
                  label=f"{kind}: |bias|/KL")
 axes[1].set(xscale="log", yscale="log", xlabel="true KL(policy || reference)",

@@ -261,6 +261,8 @@ ax.bar(x + 0.2, toy_table["weight/token, long wrong"], 0.4,
        label="a token of the long wrong answer (12 tokens)")
 ax.set_xticks(x, LOSS_TYPES)
 ax.set_yscale("log")
+ax.set_yticks([0.03, 0.06, 0.125, 0.25, 0.5], ["0.03", "0.06", "0.125", "0.25", "0.5"])
+ax.minorticks_off()
 ax.set_ylabel("weight per token (log scale)")
 ax.set_title("What each aggregation gives one token")
 ax.legend(fontsize=9)
@@ -449,10 +451,10 @@ panels = [("completion_length", "length (tokens)"),
           ("accuracy", "training accuracy"),
           ("entropy", "entropy (nats/token)")]
 for ax, (col, label) in zip(axes, panels):
-    for name, (m, _, _, _) in results.items():
+    for j, (name, (m, _, _, _)) in enumerate(results.items()):
         line, = ax.plot(m["step"], m[col], alpha=0.2)
-        ax.plot(m["step"], m[col].rolling(5, min_periods=1).mean(),
-                color=line.get_color(), label=name)
+        ax.plot(m["step"], m[col].rolling(5, min_periods=1).mean(),  # equal runs show
+                color=line.get_color(), ls=("-", "--", ":")[j % 3], label=name)
     ax.set_ylabel(label)
     ax.grid(alpha=0.3)
 axes[-1].set_xlabel("step")
@@ -514,7 +516,7 @@ for ax, loss in zip(axes, ("grpo", "dr_grpo")):
     ax.set_title(f"{loss}: right and wrong", fontsize=10)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
-axes[0].set_ylim(50, 70)
+axes[0].set_ylim(44, 70)  # the legend below the curves
 axes[0].set_ylabel("mean length (tokens, 10-step mean)")
 axes[1].legend(fontsize=9, ncol=2, loc="lower right")
 plt.show()
@@ -1040,11 +1042,13 @@ for label in PPO_RUNS:
                      color=color)
         axes[2].plot(m["step"], m["accuracy"].rolling(10, min_periods=1).mean(),
                      color=color)
-axes[0].set_ylabel("clip fraction")
+axes[0].set_yscale("symlog", linthresh=1e-3)  # GSPO's ~0.1 and mu = 2's ~0.001
+axes[0].set_ylabel("clip fraction (symlog)")
 axes[1].set_ylabel("entropy (nats/token)")
 axes[2].set_ylabel("training accuracy")
 axes[2].set_xlabel("step")
-axes[0].legend(fontsize=9, ncol=2)
+axes[1].legend(*axes[0].get_legend_handles_labels(), fontsize=9, ncol=2,
+               loc="upper right")  # where the entropy panel is empty
 axes[0].set_title("Chapter 7's run, one change each, two seeds (5/10-step means)")
 for ax in axes:
     ax.grid(alpha=0.3)

@@ -345,7 +345,7 @@ for s, m in loop.items():
                  label=f"grader, seed {s}")
 for s, (m, _) in enumerate(grpo_runs):
     axes[1].plot(m["step"], m["completion_length"].rolling(10, min_periods=1).mean(),
-                 color="grey", ls=":", label=f"accuracy_reward, seed {s}")
+                 color="grey", ls=(":", "-.")[s], label=f"accuracy_reward, seed {s}")
 axes[0].set(xlabel="step", ylabel="share of sampled completions",
             title="What is paid and what is right")
 axes[1].set(xlabel="step", ylabel="tokens", title="Sampled completion length")
@@ -945,12 +945,13 @@ for i, (beta, (m, _, _)) in enumerate(beta_runs.items()):
     if beta > 0:
         axes[0].plot(m["step"], m["kl"].rolling(5, min_periods=1).mean(), **style)
     axes[1].plot(m["step"], m["accuracy"].rolling(5, min_periods=1).mean(), **style)
-axes[0].set_title("logged kl (mean k3 per token)", fontsize=10)
-axes[1].set_title("training accuracy", fontsize=10)
+axes[0].set_title("logged kl (mean k3 per token, 5-step mean)", fontsize=10)
+axes[1].set_title("training accuracy (5-step mean)", fontsize=10)
 for ax in axes:
-    ax.set_xlabel("step (5-step mean)")
+    ax.set_xlabel("step")
     ax.grid(alpha=0.3)
-axes[1].legend(fontsize=9)
+axes[0].legend(*axes[1].get_legend_handles_labels(), fontsize=9,
+               loc="upper left")  # all four betas, where the kl panel is empty
 plt.show()
 
 # %% [markdown]
@@ -1484,6 +1485,7 @@ say(f"Over 150 steps, two seeds: the mean length goes from "
 fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.2), constrained_layout=True)
 axes[0].plot(ref_metrics["step"], ref_metrics["loss"], marker=".")
 axes[0].set_title("logged loss (grpo, mu = 1)", fontsize=10)
+axes[0].set_ylim(-0.01, 0.01)  # round-off around 0, not a curve
 axes[1].plot(ref_metrics["step"], ref_metrics["grad_norm"], marker=".", color="C1")
 axes[1].set_title("gradient norm (before clipping)", fontsize=10)
 for ax in axes:

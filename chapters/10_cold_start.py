@@ -668,9 +668,10 @@ say(f"From the base model (R1-Zero) the held-out accuracy climbs from "
 # %% [markdown]
 # ### Why the cold start loses its accuracy at $\eta = 5 \times 10^{-4}$
 #
-# The first steps of the cold-start runs show what happens. Three columns of
-# `metrics.csv`, averaged over the two seeds: the training accuracy, the mean
-# per-token entropy of the sampled completions, and the gradient norm before clipping.
+# The first steps of the cold-start runs show what happens. Columns of `metrics.csv`,
+# averaged over the two seeds: the training accuracy and the mean per-token entropy of
+# the sampled completions (plotted), and in the table below them the gradient norm
+# before clipping and the share of groups whose rewards are all equal.
 
 # %%
 # NBVAL_IGNORE_OUTPUT

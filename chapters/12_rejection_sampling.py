@@ -304,7 +304,7 @@ fig, ax = plt.subplots(figsize=(7.3, 3.2), constrained_layout=True)
 stages = committed_yields.index.tolist()
 ax.barh(stages[::-1], committed_yields["kept"][::-1], color="tab:blue", alpha=0.8)
 for y, (stage, row) in enumerate(committed_yields.iloc[::-1].iterrows()):
-    ax.text(row["kept"], y, f" {row['kept']:,} ({row['kept / sampled']:.0%})",
+    ax.text(row["kept"], y, f" {int(row['kept']):,} ({row['kept / sampled']:.0%})",
             va="center", fontsize=9)
 ax.set_xlabel("candidates left after the stage")
 ax.set_xlim(0, committed_yields["kept"].max() * 1.3)
@@ -377,8 +377,9 @@ axes[0].set_xlabel("kept samples of a prompt")
 axes[0].set_ylabel("prompts")
 axes[1].plot(by_k.index, by_k["kept"], marker="o", label="kept samples")
 axes[1].plot(by_k.index, by_k["prompts"], marker="s", label="prompts with one")
-axes[1].axhline(N_ANALYSED, color="gray", ls=":", lw=1)
+axes[1].axhline(N_ANALYSED, color="gray", ls=":", lw=1, label="prompts analysed")
 axes[1].set_xlabel("samples drawn per prompt, $k'$")
+axes[1].set_ylabel("count")
 axes[1].set_ylim(0, None)
 axes[1].legend(fontsize=9)
 for ax in axes:
@@ -713,18 +714,23 @@ bar_colors = ["tab:gray", "tab:green", "tab:blue", "tab:red"]
 axes[0].bar(range(len(order)), comparison.loc[order, "strict_acc"],
             color=bar_colors)
 axes[0].set_xticks(range(len(order)), [o.replace(" (ch. 11)", "\n(ch. 11)")
-                                       for o in order], fontsize=9, rotation=30)
+                                       for o in order], fontsize=9, rotation=30,
+                   ha="right", rotation_mode="anchor")
 axes[0].set_ylim(0, 1.05)
 axes[0].set_title("held-out strict accuracy", fontsize=10)
 width = 0.2
 for i, (label, color) in enumerate(zip(order, bar_colors)):
-    axes[1].bar(np.arange(len(SKILLS)) + (i - 1.5) * width,
-                comparison.loc[label, list(SKILLS)], width, color=color, label=label)
+    x = np.arange(len(SKILLS)) + (i - 1.5) * width
+    heights = comparison.loc[label, list(SKILLS)].to_numpy(dtype=float)
+    axes[1].bar(x, heights, width, color=color, label=label)
+    for xi in x[heights == 0]:  # a bar of height 0 is a score of 0, not a gap
+        axes[1].text(xi, 0.01, "0", ha="center", va="bottom", fontsize=8)
 axes[1].set_xticks(range(len(SKILLS)), [s.replace("_", "\n") for s in SKILLS],
                    fontsize=9)
-axes[1].set_ylim(0, 1.05)
+axes[1].set_ylim(0, 1.4)  # the legend above the bars
+axes[1].set_yticks(np.linspace(0, 1, 6))
 axes[1].set_title("skill accuracy, held-out wordings", fontsize=10)
-axes[1].legend(fontsize=9, loc="upper left")
+axes[1].legend(fontsize=9, loc="upper center", ncol=2)
 for ax in axes:
     ax.tick_params(labelsize=9)
 plt.show()

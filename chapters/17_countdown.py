@@ -354,16 +354,17 @@ def plot_runs(metrics, evals, title, scores=FIRST_SCORES):
         for (label, (column, scale)), ls in zip(scores.items(), ("-", "--")):
             axes[0].plot(m.step, scale * smooth[column], ls=ls, color=f"C{i}",
                          label=f"{label} ({k})")
-        axes[1].plot(evals[k].index, evals[k]["strict_acc"], "o-", color=f"C{i}",
-                     label=k)
+        axes[1].plot(evals[k].index, evals[k]["strict_acc"], color=f"C{i}",
+                     marker="os^v"[i % 4], ls=("-", "--", ":")[i % 3], label=k)
         axes[2].plot(m.step, smooth["completion_length"], color=f"C{i}", label=k)
     axes[0].set(ylabel="mean score (10-step mean)",
                 title="Sampled answers: the two scores")
-    axes[1].set(ylabel="held-out success (greedy)", ylim=(0, None),
+    axes[1].set(ylabel="held-out success (greedy)", ylim=(-0.005, None),
                 title="Held-out success")
     axes[2].set(xlabel="step", ylabel="tokens (10-step mean)",
                 title="Sampled response length")
-    axes[0].legend(fontsize=9, ncol=2)
+    axes[0].set_ylim(top=1.7 * axes[0].get_ylim()[1])  # room for the legend above
+    axes[0].legend(fontsize=9, ncol=2, loc="upper center")
     for ax in axes[1:]:
         ax.legend(fontsize=9)
     fig.suptitle(title)
@@ -1285,7 +1286,7 @@ def two_rounds(first, second):
 
 def finish_round_plot(ax, title):
     """A line at step 100, where the second round starts, then labels and grid."""
-    ax.axvline(100, color="0.6", lw=0.8, ls="--")
+    ax.axvline(100, color="0.6", lw=0.8, ls="--", label="second round starts")
     ax.set(xlabel="step", ylabel="training success (20-step mean)", title=title)
     ax.legend(fontsize=9)
     ax.grid(alpha=0.3)
@@ -2502,7 +2503,8 @@ say(f"The tiny model's highest sampled success after any try is "
 # %%
 # NBVAL_IGNORE_OUTPUT
 per_step = 16 * 8  # prompts x completions per step
-all_metrics = {**metrics, **{f"chain base, {k}": m for k, m in chain_metrics.items()}}
+all_metrics = {**{f"first base, {k}": m for k, m in metrics.items()},
+               **{f"chain base, {k}": m for k, m in chain_metrics.items()}}
 hacks = {k: (m["reward/countdown_value_only_reward"]
              - m["reward/countdown_answer_reward"]) for k, m in all_metrics.items()}
 fig, ax = plt.subplots(figsize=(6.5, 3.6))

@@ -312,7 +312,7 @@ print(table.to_string(float_format=lambda v: f"{v:.3f}"))
 fig, (left, right) = plt.subplots(1, 2, figsize=(7.3, 3.6))
 for (who, s), m in metrics.items():
     left.plot(m.step, m.accuracy.rolling(10, min_periods=1).mean(),
-              ls="-" if who == "ours" else "--", color=f"C{s}",
+              ls="-" if s == 0 else "--", color="C0" if who == "ours" else "C1",
               label=f"{who}, seed {s}")
 left.set(xlabel="step", ylabel="training accuracy (mean of 10 steps)",
          title="Sampled answers during training")
@@ -321,7 +321,8 @@ per = timing.groupby(lambda name: name.split()[0]).mean()
 right.bar(per.index, per["time_generate"], label="generation")
 right.bar(per.index, per["time_update"], bottom=per["time_generate"], label="update")
 right.set(ylabel="seconds per step (median)", title="One step, split")
-right.legend(fontsize=9)
+right.set_ylim(top=1.25 * right.get_ylim()[1])  # the legend above the bars
+right.legend(fontsize=9, loc="upper center", ncol=2)
 fig.tight_layout()
 plt.show()
 

@@ -964,12 +964,17 @@ paths = ["standard", "fast", "noshare"]
 for i, path in enumerate(paths):
     group = ch07[ch07["path"] == path]
     ax.scatter(group["strict accuracy"], [i] * len(group), s=50, color=f"C{i}")
-    for _, r in group.iterrows():
-        ax.annotate(str(r["seed"]), (r["strict accuracy"], i), fontsize=9,
-                    textcoords="offset points", xytext=(0, 7), ha="center")
+    ties = group.groupby("strict accuracy")["seed"].apply(  # equal ends share a label
+        lambda seeds: ",".join(map(str, sorted(seeds))))
+    last_x, below = -1.0, False
+    for x, seeds in ties.items():
+        below = (not below) if x - last_x < 0.004 else False  # near: the other side
+        ax.annotate(seeds, (x, i), fontsize=8, textcoords="offset points",
+                    xytext=(0, -13 if below else 6), ha="center")
+        last_x = x
 ax.set_yticks(range(len(paths)), paths)
-ax.set_ylim(-0.6, len(paths) - 0.3)
-ax.set_xlabel("held-out strict accuracy after 150 steps (seed above each point)")
+ax.set_ylim(-0.7, len(paths) - 0.3)
+ax.set_xlabel("held-out strict accuracy after 150 steps (seeds beside each point)")
 ax.grid(alpha=0.3, axis="x")
 plt.show()
 

@@ -184,8 +184,13 @@ def plot_run(
                             marker="." if len(frame) < 30 else None)
             if zero:  # named in the legend, not drawn over the other lines
                 ax.plot([], [], " ", label="0 at every step: " + ", ".join(zero))
-            if len(columns) + bool(zero) > 1:
-                ax.legend()
+            entries = len(columns) + bool(zero)
+            if entries > 1:  # room above the curves, so the legend hides none
+                cols = 2 if last_alone else 1
+                low, high = ax.get_ylim()
+                rows_needed = -(-entries // cols)
+                ax.set_ylim(low, high + (0.12 + 0.16 * rows_needed) * (high - low))
+                ax.legend(loc="upper left", ncol=cols)
         fig.suptitle(title or Path(run_dir).resolve().name)
         path = Path(save) if save is not None else Path(run_dir) / "curves.png"
         path.parent.mkdir(parents=True, exist_ok=True)
