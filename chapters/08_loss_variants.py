@@ -1047,8 +1047,9 @@ axes[0].set_ylabel("clip fraction (symlog)")
 axes[1].set_ylabel("entropy (nats/token)")
 axes[2].set_ylabel("training accuracy")
 axes[2].set_xlabel("step")
+axes[1].set_ylim(top=1.3 * axes[1].get_ylim()[1])  # room above the entropy curves
 axes[1].legend(*axes[0].get_legend_handles_labels(), fontsize=9, ncol=2,
-               loc="upper right")  # where the entropy panel is empty
+               loc="upper right")
 axes[0].set_title("Chapter 7's run, one change each, two seeds (5/10-step means)")
 for ax in axes:
     ax.grid(alpha=0.3)
