@@ -533,7 +533,9 @@ def plot_r_lang(start):
                     ls="-" if seed == 0 else "--", label=f"{arm}, seed {seed}")
     ax.set_xlabel("step")
     ax.set_ylabel("mean r_lang of samples")
-    ax.legend(fontsize=9, ncol=2)
+    low, high = ax.get_ylim()
+    ax.set_ylim(low - 0.35 * (high - low), high)  # room below the curves
+    ax.legend(fontsize=9, ncol=2, loc="lower right")
     ax.grid(alpha=0.3)
     return fig, ax
 
