@@ -188,8 +188,8 @@ def _check_k(k) -> None:
     """Raise unless ``k`` (samples per prompt) is an integer >= 1."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(
-            f"k (samples per prompt) must be an integer >= 1, got {k!r}; the default "
-            f"is {SAMPLES_PER_PROMPT}."
+            f"k (samples per prompt) must be an integer >= 1, got {k!r}; the "
+            f"command's --k defaults to {SAMPLES_PER_PROMPT}."
         )
 
 
