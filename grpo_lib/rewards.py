@@ -312,10 +312,7 @@ def countdown_verdict(text: str | None, numbers: Sequence, target) -> str:
     to pass.
     """
     fn = "countdown_answer_reward"
-    if isinstance(numbers, (str, bytes)) or not hasattr(numbers, "__iter__"):
-        raise TypeError(f"{fn}: each numbers entry must be a list of integers, got "
-                        f"{numbers!r:.60}; e.g. numbers=[[45, 43, 83, 38]]")
-    wanted = sorted(_as_fraction(x, "numbers", fn) for x in numbers)
+    wanted = sorted(_given_numbers(numbers, fn))
     goal = _as_fraction(target, "target", fn)
     status, used, value = _countdown_answer(text)
     if status != "ok":
@@ -768,10 +765,7 @@ def countdown_sound_attempt_reward(completions: list[str],
     numbers = _column(numbers, "numbers", len(texts), fn, "[[45, 43, 83, 38]]")
     out = []
     for text, given in zip(texts, numbers):
-        if isinstance(given, (str, bytes)) or not hasattr(given, "__iter__"):
-            raise TypeError(f"{fn}: each numbers entry must be a list of integers, "
-                            f"got {given!r:.60}; e.g. numbers=[[45, 43, 83, 38]]")
-        given = [_as_fraction(n, "numbers", fn) for n in given]
+        given = _given_numbers(given, fn)
         attempts = attempts_of(text)
         sound = sum(attempt_is_sound(steps, given) for steps in attempts)
         out.append(sound / len(attempts) if attempts else 0.0)
@@ -800,3 +794,12 @@ def _bounded_number_text(text: str) -> str:
     if len(text) > 40 or not re.fullmatch(r"[+-]?\d+(?:\.\d*)?(?:/\d+)?", text):
         raise ValueError(f"not a plain number: {text[:50]!r}")
     return text
+
+
+def _given_numbers(numbers: Any, fn: str) -> list[Fraction]:
+    """One problem's ``numbers`` entry as exact fractions; a TypeError that says what
+    to pass when the entry is not a list (a string, a lone number, ``None``)."""
+    if isinstance(numbers, (str, bytes)) or not hasattr(numbers, "__iter__"):
+        raise TypeError(f"{fn}: each numbers entry must be a list of integers, got "
+                        f"{numbers!r:.60}; e.g. numbers=[[45, 43, 83, 38]]")
+    return [_as_fraction(n, "numbers", fn) for n in numbers]
