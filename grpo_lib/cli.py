@@ -85,6 +85,13 @@ def _rejection_sample(args: argparse.Namespace) -> None:
         rejection_sample_from_args(args)
 
 
+def _train_reward_model(args: argparse.Namespace) -> None:
+    from .reward_model import train_reward_model_from_args
+
+    with _setup_errors("train-reward-model"):
+        train_reward_model_from_args(args)
+
+
 def _make_sft_data(args: argparse.Namespace) -> None:
     from .sft import arithmetic_sft_rows
     from .tasks import write_jsonl
@@ -340,6 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .rejection import add_rejection_parser
 
     add_rejection_parser(sub).set_defaults(func=_rejection_sample)
+
+    from .reward_model import add_reward_model_parser
+
+    add_reward_model_parser(sub).set_defaults(func=_train_reward_model)
 
     p = sub.add_parser("plot", help="plot a run directory's metrics.csv")
     p.add_argument("run_dir")

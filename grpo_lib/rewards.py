@@ -803,3 +803,14 @@ def _given_numbers(numbers: Any, fn: str) -> list[Fraction]:
         raise TypeError(f"{fn}: each numbers entry must be a list of integers, got "
                         f"{numbers!r:.60}; e.g. numbers=[[45, 43, 83, 38]]")
     return [_as_fraction(n, "numbers", fn) for n in numbers]
+
+
+def reward_model_reward(completions: list[str], **columns) -> list[float]:
+    """A learned reward (chapter 13): the scores of the reward model at ``path``, see
+    :func:`grpo_lib.reward_model.reward_model_reward` (imported on first use)."""
+    from .reward_model import reward_model_reward as score
+
+    return score(completions, **columns)
+
+
+REWARD_FUNCTIONS["reward_model_reward"] = reward_model_reward

@@ -432,6 +432,13 @@ WRONG_ATTEMPTS = {
     "ch20.check_behaviour_weight": (_ch20_weight_upside_down, "Upside down"),
     "ch20.check_sync_speedup": (_ch20_speedup_with_warmup, "warm-up"),
     "ch21.check_split": (_ch21_split_on_one_process, "one-process answer"),
+    # log(sigmoid(x)) is -inf for a very confident mistake
+    "ch13.check_bt_loss": (lambda c, r: -torch.log(torch.sigmoid(c - r)).mean(),
+                           "logsigmoid"),
+    "ch13.check_ideal_margin": (lambda flip: 1 - flip, "whose sigmoid equals it"),
+    # the reward model on every row, arithmetic included
+    "ch13.check_all_scenarios_reward": (lambda c, task, answer, rm: list(rm(c)),
+                                        "arithmetic answer"),
     "ch21.check_verl_row": (_ch21_answer_not_under_reward_model, "ground_truth"),
     "ch21.check_loss_agg": (lambda t: "token-mean", "averages each completion"),
 }
