@@ -27,8 +27,8 @@
 # This chapter builds a reward model the way InstructGPT's were built
 # {cite}`ouyang2022instructgpt`, from pairwise preferences, and then does what R1
 # chose not to do: it trains the policy on arithmetic against the learned reward in
-# place of the rule. Arithmetic is the one place where we can watch both at once. The
-# reward model says how good an answer looks; the rule says whether it is right.
+# place of the rule. Arithmetic lets us watch both at once: the reward model says how
+# good an answer looks, and the rule says whether it is right.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -182,9 +182,8 @@ say(f"The judge compared {summary.loc['train', 'pairs']:,} pairs on "
 # A reward model reads the prompt and the answer like the policy does and returns one
 # number, $r_\phi(q, o)$. The usual construction takes the policy's own transformer,
 # drops the language-model head and puts a linear head on the hidden state of the last
-# token.
-# Ours starts from the base model's weights, so it begins with everything the base
-# model knows about arithmetic text:
+# token. Ours starts from the base model's weights, so it begins with everything the
+# base model knows about arithmetic text:
 
 # %%
 show_source(RewardModel.forward)
@@ -193,8 +192,8 @@ show_source(RewardModel.forward)
 # Training is plain supervised learning on the pairs: each step scores 32 chosen and
 # 32 rejected answers in one batch and takes an AdamW step on the Bradley–Terry loss
 # (`train_reward_model`). The cell below repeats the command's training on the
-# committed pairs, sized by the profile; on a 2-core CPU the full 300 steps take about
-# three minutes.
+# committed pairs, sized by the profile; on a 2-core CPU the full 300 steps take two
+# to three minutes.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -313,8 +312,9 @@ say(f"Among wrong answers, a good format adds {fmt_gain:.2f} to the score; among
     f"answers the two go together (a share "
     f"{answers.loc[answers['formatted'], 'correct'].mean():.2f} of the formatted "
     f"answers are right, {answers.loc[~answers['formatted'], 'correct'].mean():.2f} "
-    f"of the others), so the reward model, which cannot check the arithmetic, takes "
-    f"the format as evidence of it and pays for it far more than the judge did.")
+    f"of the others), so the reward model, which sees the answers and not the "
+    f"truth, takes the format as evidence of being right and pays for it far more "
+    f"than the judge did.")
 
 # %% [markdown]
 # (ch13-rl)=
@@ -471,13 +471,13 @@ say(f"After training against the reward model, its wrong answers score "
 # %% [markdown]
 # ### Does the reward model read the question?
 #
-# The policy trained against the reward model answers most questions with one
-# template: three steps, "first", "then", "finally" (in one seed mostly in Chinese
+# The policy trained against the reward model writes half or more of its answers in
+# one template: three steps, "first", "then", "finally" (in one seed mostly in Chinese
 # words, 首先, 然后, 最后), whose numbers have little to do with the question. That
 # suggests a test: give each of the base model's held-out answers another answer's
-# question and score it again. A right answer under the wrong
-# question is a wrong answer, so a reward model that checks answers against questions
-# should score it much lower.
+# question and score it again. A right answer under the wrong question is a wrong
+# answer, so a reward model that checks answers against questions should score it
+# much lower.
 
 # %%
 rng = np.random.default_rng(0)
@@ -537,9 +537,9 @@ say(f"Moved under another question, a right answer loses {drop:.2f} of score on 
 #   the two go together, and it scores an answer almost the same under another
 #   question: it learned what a right answer looks like.
 # - Used as GRPO's reward in place of the rule, it is hacked: the training reward
-#   climbs while the held-out accuracy falls to almost nothing, the policy answers
-#   every question with the same few well-formatted templates, and their wrong
-#   answers outscore the base model's right ones. A KL penalty toward the base model
+#   climbs while the held-out accuracy falls to almost nothing, half or more of the
+#   policy's answers share one well-formatted template, and its wrong answers
+#   outscore the base model's right ones. A KL penalty toward the base model
 #   slows the fall and does not stop it.
 # - Hence R1's split: rules for reasoning, reward models only where no rule exists,
 #   each guarded against the policy drifting away from what it was trained on.
@@ -553,8 +553,8 @@ say(f"Moved under another question, a right answer loses {drop:.2f} of score on 
 #
 # **13.1 — The Bradley–Terry loss.** Write `my_bt_loss(chosen, rejected)`: the mean
 # over pairs of $-\log\sigma(r_\phi(q, o^+) - r_\phi(q, o^-))$ for two `[N]` tensors
-# of scores, the chosen answers' and the rejected ones'. It must stay
-# finite when a pair is ranked wrong by a very large margin.
+# of scores, the chosen answers' and the rejected ones'. It must stay finite when a
+# pair is ranked wrong by a very large margin.
 
 # %%
 from grpo_lib.exercises.ch13 import (check_all_scenarios_reward,  # noqa: E402

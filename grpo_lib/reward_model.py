@@ -390,6 +390,9 @@ def train_reward_model_from_args(args: argparse.Namespace) -> dict:
         candidates = sample_candidates(policy, tokenizer, rows, k=args.k,
                                        max_new_tokens=args.max_new_tokens, seed=seed)
         tables[split] = preference_pairs(candidates, flip=args.flip, seed=seed)
+        if tables[split].empty:
+            raise ValueError(f"the {n} {split} prompts gave no pair of answers that "
+                             f"differ; use more prompts or a larger --k.")
         print(f"{split}: {n} prompts x {args.k} answers -> {len(tables[split])} pairs "
               f"({time.time() - start:.0f} s)")
     model = RewardModel.from_causal_lm(policy)

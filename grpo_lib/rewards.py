@@ -813,4 +813,7 @@ def reward_model_reward(completions: list[str], **columns) -> list[float]:
     return score(completions, **columns)
 
 
-REWARD_FUNCTIONS["reward_model_reward"] = reward_model_reward
+LEARNED_REWARDS: dict[str, RewardFunction] = {
+    "reward_model_reward": reward_model_reward}
+"""Rewards that a trained model computes, by name, for configs (they need a ``path``
+and are not rules, so :data:`REWARD_FUNCTIONS` leaves them out)."""

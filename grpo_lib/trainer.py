@@ -1269,23 +1269,25 @@ class GRPOTrainer(TrainingLoop):
 def build_reward_funcs(specs: Sequence) -> list[Callable]:
     """Reward functions from config entries.
 
-    Each entry is a name in ``grpo_lib.rewards.REWARD_FUNCTIONS`` or
-    ``{"name": <name>, **params}`` (bound with ``rewards.with_params``).
+    Each entry is a name in ``grpo_lib.rewards.REWARD_FUNCTIONS`` (or, with its
+    ``path``, ``LEARNED_REWARDS``) or ``{"name": <name>, **params}`` (bound with
+    ``rewards.with_params``).
     """
-    from .rewards import REWARD_FUNCTIONS, with_params
+    from .rewards import LEARNED_REWARDS, REWARD_FUNCTIONS, with_params
 
+    available = {**REWARD_FUNCTIONS, **LEARNED_REWARDS}
     funcs = []
     for spec in specs:
         params = {}
         if isinstance(spec, dict):
             params = {k: v for k, v in spec.items() if k != "name"}
             spec = spec.get("name")
-        if spec not in REWARD_FUNCTIONS:
+        if spec not in available:
             raise ValueError(
                 f"Unknown reward function {spec!r}; available: "
-                f"{sorted(REWARD_FUNCTIONS)}."
+                f"{sorted(available)}."
             )
-        fn = REWARD_FUNCTIONS[spec]
+        fn = available[spec]
         funcs.append(with_params(fn, **params) if params else fn)
     return funcs
 

@@ -1,6 +1,7 @@
 """grpo_lib.reward_model: Bradley–Terry loss, the judge's pairs, the model, the reward."""
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -151,3 +152,27 @@ def test_reward_names_what_it_needs(tmp_path):
         reward_model_reward(["5"], question=["2 + 3"], path=str(tmp_path))
     with pytest.raises(TypeError, match="'prompt' or 'question'"):
         reward_model_reward(["5", "6"], question=["2 + 3"], path=str(tmp_path))
+
+
+def test_the_command_trains_saves_and_reports_mistakes(tmp_path, capsys):
+    from grpo_lib.cli import main
+
+    out = tmp_path / "rm"
+    main(["train-reward-model", "--n-train", "8", "--n-test", "8", "--k", "3",
+          "--steps", "2", "--batch-size", "4", "--out",
+          str(out)])
+    info = json.loads((out / "reward_model.json").read_text())
+    assert info["command"].startswith("python -m grpo_lib train-reward-model")
+    assert set(info["held_out"]) == {"label", "utility", "margin"}
+    assert len(pd.read_csv(out / "train_log.csv")) == 2
+    assert len(pd.read_json(out / "pairs_train.jsonl.gz", lines=True)) == \
+        info["pairs_train"]
+    model, tok = load_reward_model(out)
+    assert score_texts(model, tok, ["2 + 3"], ["5"]).shape == (1,)
+    capsys.readouterr()
+    for bad in (["--model", str(tmp_path / "nowhere")], ["--flip", "0.5"]):
+        with pytest.raises(SystemExit) as stop:
+            main(["train-reward-model", "--out", str(tmp_path / "x"), *bad])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert "train-reward-model: error:" in err and "\n" not in err
