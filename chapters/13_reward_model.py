@@ -53,10 +53,12 @@ from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.parsing import is_well_formatted
 from grpo_lib.plots import read_metrics
 from grpo_lib.profiles import profile
-from grpo_lib.reward_model import (RewardModel, bradley_terry_loss, load_reward_model,
-                                   pairwise_accuracy, preference_pairs,
-                                   preference_probability, score_texts,
-                                   train_reward_model)
+from grpo_lib.rejection import sample_candidates
+from grpo_lib.reward_model import (RewardModel, best_of_n, bradley_terry_loss,
+                                   load_reward_model, pairwise_accuracy,
+                                   preference_pairs, preference_probability,
+                                   score_texts, train_reward_model)
+from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR
 
 P = profile()
@@ -507,6 +509,51 @@ say(f"Moved under another question, a right answer loses {drop:.2f} of score on 
 # much easier to write than a correct one.
 
 # %% [markdown]
+# ## The same reward model, not optimised against
+#
+# GRPO pushed the policy into the reward model's blind spots. A reward model can also
+# be used without pushing anything: sample $k$ answers from a fixed policy and keep
+# the one it scores highest, best-of-$k$ reranking. The policy never moves, so the
+# answers stay the kind the reward model was trained on.
+
+# %%
+show_source(best_of_n)
+
+# %% [markdown]
+# Four fresh samples from the base model for each held-out problem (a new seed, so
+# none is an answer the reward model has seen in its held-out pairs), then the
+# reward model's pick:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+K_RERANK = 4
+rerank_rows = load_task_split("arithmetic", "test").select(
+    range(P.pick(smoke=16, cpu=500, gpu=500)))
+start = time.time()
+fresh = sample_candidates(policy, tokenizer, rerank_rows, k=K_RERANK, seed=7)
+fresh["score"] = score_texts(rm, rm_tokenizer, list(fresh["question"]),
+                             list(fresh["completion"])).numpy()
+print(f"{len(fresh)} answers sampled and scored in {time.time() - start:.0f} s")
+
+# %%
+picked = fresh.iloc[best_of_n(torch.tensor(fresh["score"].to_numpy()),
+                              K_RERANK).numpy()]
+right = fresh["correct"].to_numpy().reshape(-1, K_RERANK)        # [N, k]
+rerank = pd.Series({"one sample (mean over the 4)": right.mean(),
+                    "the reward model's pick of 4": picked["correct"].mean(),
+                    "any of the 4 right": right.any(1).mean()})
+display(rerank.to_frame(f"share right, {len(right)} held-out problems").round(3))
+say(f"Picking with the reward model raises the share of right answers from "
+    f"{rerank.iloc[0]:.3f} for one sample to {rerank.iloc[1]:.3f}, of a possible "
+    f"{rerank.iloc[2]:.3f} (a right answer among the four).")
+
+# %% [markdown]
+# The same network that GRPO turned into a source of nonsense is a useful judge when
+# nothing is optimised against it. Best-of-$k$ can be over-optimised as well, as $k$
+# grows and the pick moves into the tails {cite}`gao2023overoptimization`, but four
+# samples of the base model are four answers of the kind it was trained on.
+
+# %% [markdown]
 # ## Rules where rules exist
 #
 # The pattern above is why DeepSeek-R1 keeps rule rewards for every prompt that has a
@@ -541,6 +588,8 @@ say(f"Moved under another question, a right answer loses {drop:.2f} of score on 
 #   policy's answers share one well-formatted template, and its wrong answers
 #   outscore the base model's right ones. A KL penalty toward the base model
 #   slows the fall and does not stop it.
+# - The same reward model picking the best of four fixed samples raises accuracy:
+#   without optimisation pressure its judgement holds.
 # - Hence R1's split: rules for reasoning, reward models only where no rule exists,
 #   each guarded against the policy drifting away from what it was trained on.
 

@@ -40,8 +40,8 @@ from torch import Tensor, nn
 
 __all__ = ["bradley_terry_loss", "preference_probability", "rule_utility",
            "preference_pairs", "RewardModel", "encode_pairs_side", "score_texts",
-           "pairwise_accuracy", "train_reward_model", "reward_model_reward",
-           "load_reward_model", "add_reward_model_parser",
+           "pairwise_accuracy", "best_of_n", "train_reward_model",
+           "reward_model_reward", "load_reward_model", "add_reward_model_parser",
            "train_reward_model_from_args"]
 
 HEAD_FILE = "reward_head.safetensors"
@@ -254,6 +254,17 @@ def pairwise_accuracy(model: RewardModel, tokenizer, pairs: pd.DataFrame,
     return {"label": float(right.mean()),
             "utility": float((right == agrees).mean()),
             "margin": float((chosen - rejected).mean())}
+
+
+def best_of_n(scores: Tensor, k: int) -> Tensor:
+    r"""Best-of-:math:`k` selection: for each prompt, the index (into the flat,
+    group-major list of its ``k`` answers) of the answer with the highest score,
+    :math:`\arg\max_j r_\phi(q, o_j)`. ``scores``: ``[N * k]`` -> ``[N]``."""
+    if k < 1 or scores.dim() != 1 or scores.numel() == 0 or scores.numel() % k:
+        raise ValueError(f"best_of_n takes [N * k] scores with k >= 1 and N >= 1, got "
+                         f"{scores.numel()} scores for k={k}.")
+    groups = scores.view(-1, k)                                  # [N, k]
+    return groups.argmax(-1) + k * torch.arange(len(groups))     # [N]
 
 
 # ======================================================================================

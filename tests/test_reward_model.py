@@ -176,3 +176,15 @@ def test_the_command_trains_saves_and_reports_mistakes(tmp_path, capsys):
         assert stop.value.code == 2
         err = capsys.readouterr().err.strip()
         assert "train-reward-model: error:" in err and "\n" not in err
+
+
+def test_best_of_n_picks_each_groups_top_answer():
+    from grpo_lib.reward_model import best_of_n
+
+    scores = torch.tensor([0.1, 2.0, -1.0, 5.0, 4.0, 3.0])
+    assert best_of_n(scores, 3).tolist() == [1, 3]
+    assert best_of_n(scores, 1).tolist() == list(range(6))
+    assert best_of_n(scores, 6).tolist() == [3]
+    for bad in ((scores, 4), (scores, 0), (torch.zeros(0), 2)):
+        with pytest.raises(ValueError, match="best_of_n"):
+            best_of_n(*bad)
