@@ -207,9 +207,11 @@ def encode_pairs_side(tokenizer, prompts: Sequence, completions: Sequence[str],
     if len(prompts) != len(completions):
         raise ValueError(f"{len(prompts)} prompts for {len(completions)} completions; "
                          f"give one prompt per completion.")
-    texts = [_prompt_text(tokenizer, p) + ("" if c is None else str(c))
+    chars = 32 * max_length  # more than max_length tokens hold; 1 MB is not tokenized
+    texts = [(_prompt_text(tokenizer, p) + ("" if c is None else str(c)))[:chars]
              for p, c in zip(prompts, completions)]
-    ids = [tokenizer(t, add_special_tokens=False)["input_ids"][:max_length] or [0]
+    ids = [tokenizer(t, add_special_tokens=False, truncation=True,
+                     max_length=max_length)["input_ids"][:max_length] or [0]
            for t in texts]
     width = max(len(x) for x in ids)
     pad = tokenizer.pad_token_id or 0

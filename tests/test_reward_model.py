@@ -188,3 +188,13 @@ def test_best_of_n_picks_each_groups_top_answer():
     for bad in ((scores, 4), (scores, 0), (torch.zeros(0), 2)):
         with pytest.raises(ValueError, match="best_of_n"):
             best_of_n(*bad)
+
+
+def test_hostile_completions_score_fast_and_finite(tokenizer, reward_model):
+    import time
+
+    texts = ["7" * 1_000_000, "<answer>" * 125_000, "九" * 300_000, None, ""]
+    start = time.perf_counter()
+    scores = score_texts(reward_model, tokenizer, ["2 + 3"] * len(texts), texts)
+    assert time.perf_counter() - start < 5.0
+    assert torch.isfinite(scores).all() and scores.shape == (len(texts),)
