@@ -226,7 +226,8 @@ axes[0].set(xlabel="step", ylabel="Bradley–Terry loss (mean of 20)",
 held = live_log.dropna(subset=["eval_label"])
 axes[1].plot(held["step"], held["eval_utility"], "o-", label="as the hidden utility")
 axes[1].plot(held["step"], held["eval_label"], "s-", label="as the judge labelled")
-axes[1].axhline(1 - FLIP, color="k", lw=0.8, ls=":", label="1 − flip rate")
+axes[1].axhline(test_pairs["agrees"].mean(), color="k", lw=0.8, ls=":",
+                label="1 − held-out flip rate")
 axes[1].set(xlabel="step", ylabel="share of pairs ranked", title="held-out pairs",
             ylim=(0.5, 1.0))
 axes[0].legend(fontsize=8)
@@ -255,7 +256,7 @@ for kind in ("right vs wrong", "format only"):
 by_kind["all"] = pairwise_accuracy(rm, rm_tokenizer, test_pairs)
 ranking = pd.DataFrame(by_kind).T.rename(columns={
     "label": "ranked as labelled", "utility": "ranked as the utility",
-    "margin": "mean score gap"})
+    "margin": "mean gap, chosen - rejected"})
 ranking.insert(0, "pairs", [int((pair_kind(test_pairs) == k).sum()) if k != "all"
                             else len(test_pairs) for k in ranking.index])
 display(ranking)
@@ -268,8 +269,9 @@ say(f"On the {len(test_pairs):,} held-out pairs the committed reward model ranks
 # %% [markdown]
 # Ranking two answers to the same question is the task it was trained for. A reward
 # for RL needs more: a score that means the same on every question, so that a right
-# answer anywhere outscores a wrong one. Its scores of the base model's held-out
-# answers, right and wrong:
+# answer anywhere outscores a wrong one. Its scores of the distinct answers in the
+# held-out pairs, right and wrong (the problems whose four answers all had one
+# utility gave no pair, so the easiest and the hardest problems are missing):
 
 # %%
 answers = pd.concat([
@@ -287,7 +289,7 @@ for correct, label in ((True, "right answers"), (False, "wrong answers")):
     ax.hist(answers.loc[answers["correct"] == correct, "score"], bins=bins,
             alpha=0.6, label=f"{label} ({(answers['correct'] == correct).sum()})")
 ax.set(xlabel="reward model score r(q, o)", ylabel="answers",
-       title="the base model's held-out answers")
+       title="the base model's answers in the held-out pairs")
 ax.legend(fontsize=8)
 plt.show()
 overlap = (answers.loc[~answers["correct"], "score"]
@@ -386,6 +388,11 @@ def rows_of(arm):
     return final.loc[[f"{arm}, seed {s}" for s in SEEDS]]
 
 
+hacked_rows = rows_of("reward model")
+first_was_best = (
+    "In both seeds the share of right training answers was highest in the first ten "
+    "steps. " if (hacked_rows["best 10-step share right"]
+                  == hacked_rows["share right, first 10 steps"]).all() else "")
 say(f"Against the rule, both seeds end at held-out strict accuracy "
     f"{rows_of('rule')['held-out strict, last'].min():.3f}–"
     f"{rows_of('rule')['held-out strict, last'].max():.3f}, from "
@@ -395,10 +402,7 @@ say(f"Against the rule, both seeds end at held-out strict accuracy "
     f"model's mean score of the training answers went from "
     f"{rows_of('reward model')['reward, first 10 steps'].mean():.2f} in the first "
     f"ten steps to {rows_of('reward model')['reward, last 10 steps'].mean():.2f} in "
-    f"the last ten. Its share of right training answers was "
-    f"{rows_of('reward model')['share right, first 10 steps'].mean():.3f} in the "
-    f"first ten steps, and no later ten steps did better than "
-    f"{rows_of('reward model')['best 10-step share right'].max():.3f}. "
+    f"the last ten. {first_was_best}"
     f"The KL penalty slowed the fall: at step 50 its seeds stood at "
     f"{rows_of('reward model + KL')['held-out strict, step 50'].min():.3f}–"
     f"{rows_of('reward model + KL')['held-out strict, step 50'].max():.3f} against "
@@ -411,10 +415,9 @@ say(f"Against the rule, both seeds end at held-out strict accuracy "
 # %% [markdown]
 # This is the reward hacking that the R1 paper warns of, at the smallest scale. The
 # policy did what it was asked: it raised the reward model's score. The share of
-# right answers among its training samples did not rise with it: the best ten-step
-# mean of each reward-model run is about its first. The policy drifted toward whatever
-# the reward model scores highly, and the reward model had never been shown such
-# answers. Gao et al. measured this divergence for reward models of many sizes
+# right answers among its training samples did not rise with it. The policy drifted
+# toward whatever the reward model scores highly, and the next section shows what
+# that is. Gao et al. measured this divergence for reward models of many sizes
 # {cite}`gao2023overoptimization`: optimised against a learned reward, the true
 # quality may rise for a while, then falls while the learned reward keeps climbing.
 # A reward model as small and as narrowly trained as ours leaves no "while".
@@ -473,13 +476,13 @@ say(f"After training against the reward model, its wrong answers score "
 # %% [markdown]
 # ### Does the reward model read the question?
 #
-# The policy trained against the reward model writes half or more of its answers in
-# one template: three steps, "first", "then", "finally" (in one seed mostly in Chinese
-# words, 首先, 然后, 最后), whose numbers have little to do with the question. That
-# suggests a test: give each of the base model's held-out answers another answer's
-# question and score it again. A right answer under the wrong question is a wrong
-# answer, so a reward model that checks answers against questions should score it
-# much lower.
+# The policy trained against the reward model writes about half of its answers or
+# more in one template: three steps, "first", "then", "finally" (in one seed mostly
+# in Chinese words, 首先, 然后, 最后), whose numbers have little to do with the
+# question. That suggests a test: give each of the base model's held-out answers
+# another answer's question and score it again. A right answer under the wrong
+# question is a wrong answer, so a reward model that checks answers against
+# questions should score it much lower.
 
 # %%
 rng = np.random.default_rng(0)
@@ -520,9 +523,8 @@ say(f"Moved under another question, a right answer loses {drop:.2f} of score on 
 show_source(best_of_n)
 
 # %% [markdown]
-# Four fresh samples from the base model for each held-out problem (a new seed, so
-# none is an answer the reward model has seen in its held-out pairs), then the
-# reward model's pick:
+# Four fresh samples from the base model for each held-out problem (a seed of their
+# own), then the reward model's pick:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -584,9 +586,9 @@ say(f"Picking with the reward model raises the share of right answers from "
 #   the two go together, and it scores an answer almost the same under another
 #   question: it learned what a right answer looks like.
 # - Used as GRPO's reward in place of the rule, it is hacked: the training reward
-#   climbs while the held-out accuracy falls to almost nothing, half or more of the
-#   policy's answers share one well-formatted template, and its wrong answers
-#   outscore the base model's right ones. A KL penalty toward the base model
+#   climbs while the held-out accuracy falls to almost nothing, about half of the
+#   policy's answers or more share one well-formatted template, and its wrong
+#   answers outscore the base model's right ones. A KL penalty toward the base model
 #   slows the fall and does not stop it.
 # - The same reward model picking the best of four fixed samples raises accuracy:
 #   without optimisation pressure its judgement holds.
@@ -625,7 +627,8 @@ except NotImplementedError:
 # **13.2 — The margin a perfect fit learns.** A judge prefers the better of two
 # answers with probability $1 - p_{\mathrm{flip}}$. Write `my_ideal_margin(flip)`: the
 # score gap $r_\phi(q, \text{better}) - r_\phi(q, \text{worse})$ that minimises the
-# expected Bradley–Terry loss on such pairs, for $0 \le p_{\mathrm{flip}} < 0.5$.
+# expected Bradley–Terry loss on such pairs, for $0 \le p_{\mathrm{flip}} < 0.5$
+# (at $p_{\mathrm{flip}} = 0$ no finite gap is best: return `math.inf`).
 
 # %%
 def my_ideal_margin(flip):

@@ -203,7 +203,9 @@ def encode_pairs_side(tokenizer, prompts: Sequence, completions: Sequence[str],
                       max_length: int = 256) -> tuple[Tensor, Tensor]:
     """Right-padded ``[B, T]`` ids and mask of prompt + completion, at most
     ``max_length`` tokens (the end of a longer text is cut, so its score reads the
-    last kept token). ``prompts``: questions, chat messages or rendered prompts."""
+    last kept token). ``prompts``: chat messages, or strings: a question (rendered
+    with :func:`grpo_lib.tasks.arithmetic.chat_prompt`) unless it starts with
+    ``<|``, a prompt the chat template already rendered."""
     if len(prompts) != len(completions):
         raise ValueError(f"{len(prompts)} prompts for {len(completions)} completions; "
                          f"give one prompt per completion.")
@@ -244,7 +246,9 @@ def pairwise_accuracy(model: RewardModel, tokenizer, pairs: pd.DataFrame,
                       batch_size: int = 64) -> dict[str, float]:
     """How often the model ranks ``chosen`` above ``rejected``: against the judge's
     labels (``label``) and against the hidden utility (``utility``, which counts a
-    flipped pair right when the model ranks it the other way)."""
+    flipped pair right when the model ranks it the other way); ``margin`` is the mean
+    of ``r(chosen) - r(rejected)`` in the label's direction (a flipped pair's gap
+    counts against it)."""
     if len(pairs) == 0:
         raise ValueError("pairs is empty: there is nothing to rank.")
     questions = list(pairs["question"])
@@ -260,13 +264,14 @@ def pairwise_accuracy(model: RewardModel, tokenizer, pairs: pd.DataFrame,
 
 def best_of_n(scores: Tensor, k: int) -> Tensor:
     r"""Best-of-:math:`k` selection: for each prompt, the index (into the flat,
-    group-major list of its ``k`` answers) of the answer with the highest score,
+    group-major list of all :math:`N k` answers) of its answer with the highest score,
     :math:`\arg\max_j r_\phi(q, o_j)`. ``scores``: ``[N * k]`` -> ``[N]``."""
     if k < 1 or scores.dim() != 1 or scores.numel() == 0 or scores.numel() % k:
         raise ValueError(f"best_of_n takes [N * k] scores with k >= 1 and N >= 1, got "
                          f"{scores.numel()} scores for k={k}.")
     groups = scores.view(-1, k)                                  # [N, k]
-    return groups.argmax(-1) + k * torch.arange(len(groups))     # [N]
+    starts = k * torch.arange(len(groups), device=scores.device)  # [N]
+    return groups.argmax(-1) + starts                             # [N]
 
 
 # ======================================================================================

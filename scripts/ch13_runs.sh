@@ -9,7 +9,7 @@
 # are removed. The reward model must exist first:
 #   python -m grpo_lib train-reward-model      (data/models/tiny-qwen2-reward-model)
 #
-#   bash scripts/ch13_runs.sh                # all arms, about 35 min on 2 cores
+#   bash scripts/ch13_runs.sh                # all arms, about half an hour on 2 cores
 #   ARMS=rule bash scripts/ch13_runs.sh      # one arm
 # writes data/runs/ch13_<arm>_seed{0,1}_cpu with its train.log (OUT=DIR: elsewhere).
 set -euo pipefail

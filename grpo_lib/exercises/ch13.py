@@ -44,8 +44,9 @@ def check_bt_loss(fn) -> bool:
             continue
         hint = ""
         if not math.isfinite(got):
-            hint = (" sigmoid(-200) rounds to 0 in float32 and its log is -inf; "
-                    "compute log sigmoid in one step (torch.nn.functional.logsigmoid).")
+            hint = (" The sigmoid of a very negative margin rounds to 0 in float32 "
+                    "and its log is -inf; compute log sigmoid in one step "
+                    "(torch.nn.functional.logsigmoid).")
         elif math.isclose(got, -expected, rel_tol=1e-5):
             hint = (" The sign: a likelihood is maximised, so its negative log is "
                     "the loss.")
@@ -61,10 +62,10 @@ def check_bt_loss(fn) -> bool:
 
 # ------------------------------------------------------------- 13.2 the ideal margin
 def reference_ideal_margin(flip: float) -> float:
-    r"""The score gap :math:`r(\text{better}) - r(\text{worse})` that Bradley–Terry
-    fits when the judge prefers the better answer with probability :math:`1 - \epsilon`:
-    :math:`\sigma(\Delta) = 1 - \epsilon`, so :math:`\Delta = \log\frac{1-\epsilon}
-    {\epsilon}` (infinite for a judge who never errs)."""
+    r"""The score gap :math:`g = r(\text{better}) - r(\text{worse})` that
+    Bradley–Terry fits when the judge prefers the better answer with probability
+    :math:`1 - p`: :math:`\sigma(g) = 1 - p`, so :math:`g = \log\frac{1-p}{p}`
+    (infinite for a judge who never errs, :math:`p = 0`)."""
     return math.inf if flip == 0 else math.log((1 - flip) / flip)
 
 
@@ -78,10 +79,11 @@ def check_ideal_margin(fn) -> bool:
         expected = reference_ideal_margin(flip)
         try:
             got = _number(fn(flip), f"flip={flip}")
-        except ZeroDivisionError:
+        except (ZeroDivisionError, ValueError) as err:
             raise AssertionError(
-                f"flip={flip}: your function divided by zero. A judge who never errs "
-                f"leaves no finite best gap: return math.inf.") from None
+                f"flip={flip}: your function raised {type(err).__name__}: {err}. A "
+                f"judge who never errs leaves no finite best gap: return math.inf."
+            ) from None
         if got == expected or math.isclose(got, expected, rel_tol=1e-6):
             continue
         hint = ""
@@ -102,6 +104,7 @@ _ROUTE_ROWS = [
     ("chat", "I am a small assistant.", None),
     ("arithmetic", "<think> 2 * 3 = 5 </think> <answer> 5 </answer>", "6"),
     ("chat", "Hello!", None),
+    ("arithmetic", "<think> 4 * 5 = 20 </think> <answer> 20 </answer>", "20"),
     ("arithmetic", "5", "5"),
 ]
 
