@@ -213,7 +213,7 @@ def encode_pairs_side(tokenizer, prompts: Sequence, completions: Sequence[str],
     texts = [(_prompt_text(tokenizer, p) + ("" if c is None else str(c)))[:chars]
              for p, c in zip(prompts, completions)]
     ids = [tokenizer(t, add_special_tokens=False, truncation=True,
-                     max_length=max_length)["input_ids"][:max_length] or [0]
+                     max_length=max_length)["input_ids"] or [0]
            for t in texts]
     width = max(len(x) for x in ids)
     pad = tokenizer.pad_token_id or 0
