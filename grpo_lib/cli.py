@@ -1,5 +1,5 @@
 """Command line: ``python -m grpo_lib {make-data,make-sft-data,pretrain,card,eval,train,
-sft,train-async,trl-train,export,rejection-sample,plot} ...``.
+sft,distill,train-async,trl-train,export,rejection-sample,plot} ...``.
 
 Each subcommand is a thin wrapper around a library function, so everything the CLI does
 can also be done from a notebook or a script.
@@ -175,6 +175,12 @@ def _sft(args: argparse.Namespace) -> None:
     _run_from_yaml("sft", sft, args)
 
 
+def _distill(args: argparse.Namespace) -> None:
+    from . import distill
+
+    _run_from_yaml("distill", distill, args)
+
+
 def _train_async(args: argparse.Namespace) -> None:
     """GRPO with a rollout worker process and bounded staleness (grpo_lib.async_rl)."""
     from . import async_rl, trainer
@@ -241,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pretrain",
                        help="pretrain a tiny Qwen2 base model on the designed corpus")
-    p.add_argument("--size", default="tiny", choices=["micro", "tiny", "small"])
+    p.add_argument("--size", default="tiny", choices=["micro", "mini", "tiny", "small"])
     p.add_argument("--task", default="arithmetic", choices=["arithmetic", "countdown"],
                    help="the designed corpus: arithmetic, or Countdown (chapter 17)")
     p.add_argument("--countdown-mix", default="tree", choices=list(COUNTDOWN_MIXES),
@@ -331,6 +337,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a config field")
     p.set_defaults(func=_sft)
+
+    p = sub.add_parser("distill", help="distil a teacher into a student: SFT on its "
+                                       "answers plus its token distributions (ch. 14)")
+    p.add_argument("--config", required=True)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a config field")
+    p.set_defaults(func=_distill)
 
     p = sub.add_parser(
         "export", help="copy a run's last checkpoint (model files only) to a model "

@@ -38,6 +38,8 @@ MODEL_SIZES = {
     # name: Qwen2Config overrides. Parameter counts are printed by `describe_model`.
     "micro": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                   num_attention_heads=2, num_key_value_heads=1),
+    "mini": dict(hidden_size=64, intermediate_size=256, num_hidden_layers=4,
+                 num_attention_heads=4, num_key_value_heads=2),
     "tiny": dict(hidden_size=128, intermediate_size=512, num_hidden_layers=4,
                  num_attention_heads=4, num_key_value_heads=2),
     "small": dict(hidden_size=448, intermediate_size=1536, num_hidden_layers=8,

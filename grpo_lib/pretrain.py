@@ -74,6 +74,7 @@ class PretrainConfig:
 
 SIZE_DEFAULTS = {
     "micro": dict(steps=200, batch_size=32, lr=3e-3),
+    "mini": dict(steps=3000, batch_size=64, lr=3e-3),
     "tiny": dict(steps=3000, batch_size=64, lr=3e-3),
     "small": dict(steps=4000, batch_size=128, lr=1e-3),
 }

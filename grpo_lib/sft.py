@@ -609,6 +609,11 @@ class SFTTrainer(TrainingLoop):
             use_cache=False,
         ).logits
 
+    def _loss(self, logits: torch.Tensor, batch: dict, num_items: int) -> torch.Tensor:
+        """The training loss of one micro-batch (a distillation trainer adds a
+        teacher's term, :class:`grpo_lib.distill.DistillTrainer`)."""
+        return sft_loss(logits, batch["labels"], num_items)
+
     def _update(self, batches: list[dict]) -> dict:
         """One optimizer update: accumulate the gradient over the micro-batches, then
         clip and step behind the NaN guard."""
@@ -619,7 +624,7 @@ class SFTTrainer(TrainingLoop):
         stats = {"tokens": 0, "correct": 0, "entropy": 0.0}
         for k, batch in enumerate(batches):
             logits = self._forward(batch)  # [b, T, V]
-            loss = sft_loss(logits, batch["labels"], num_items)
+            loss = self._loss(logits, batch, num_items)
             problem = nonfinite_loss(loss, f"micro-batch {k + 1}")
             if problem is not None:
                 break

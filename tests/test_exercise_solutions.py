@@ -356,6 +356,13 @@ def _ch21_answer_not_under_reward_model(row, task, split, index):
                            "question": row["question"], "answer": row["answer"]}}
 
 
+def _ch14_topk_not_renormalised(s, t, k):
+    top = t.topk(k, dim=-1)
+    p_t = t.softmax(-1).gather(-1, top.indices)
+    log_s = s.log_softmax(-1).gather(-1, top.indices)
+    return (p_t * (p_t.log() - log_s)).sum(-1)
+
+
 WRONG_ATTEMPTS = {
     "ch01.check_group_advantages": (_population_std_advantages, "which std"),
     # chapter 9's function (group indices) where chapter 1 wants one bool per group
@@ -439,6 +446,14 @@ WRONG_ATTEMPTS = {
     # the reward model on every row, arithmetic included
     "ch13.check_all_scenarios_reward": (lambda c, task, answer, rm: list(rm(c)),
                                         "arithmetic answer"),
+    # log(softmax) then 0 x -inf = nan where the student gives a token ~0
+    "ch14.check_token_kl": (lambda s, t: (t.softmax(-1) * (t.softmax(-1).log()
+                                          - s.softmax(-1).log())).sum(-1),
+                            "log_softmax"),
+    "ch14.check_kd_gradient": (lambda s, t, tau: (s / tau).softmax(-1)
+                               - (t / tau).softmax(-1), "Short by a factor tau"),
+    # the teacher's top-k probabilities not renormalised
+    "ch14.check_topk_kl": (_ch14_topk_not_renormalised, "renormalised"),
     "ch21.check_verl_row": (_ch21_answer_not_under_reward_model, "ground_truth"),
     "ch21.check_loss_agg": (lambda t: "token-mean", "averages each completion"),
 }

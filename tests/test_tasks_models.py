@@ -158,6 +158,23 @@ def test_random_model_sizes(tok):
         random_model(tok, "huge")
 
 
+def test_every_size_can_be_pretrained_from_the_cli(tok):
+    """`pretrain --size` offers exactly the sizes MODEL_SIZES defines, each with its
+    schedule, and they grow in the listed order."""
+    import argparse
+
+    from grpo_lib.cli import build_parser
+    from grpo_lib.models import MODEL_SIZES
+    from grpo_lib.pretrain import SIZE_DEFAULTS
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    size = next(a for a in sub.choices["pretrain"]._actions if a.dest == "size")
+    assert list(size.choices) == list(MODEL_SIZES) == list(SIZE_DEFAULTS)
+    counts = [count_parameters(random_model(tok, name)) for name in MODEL_SIZES]
+    assert counts == sorted(counts) and len(set(counts)) == len(counts)
+
+
 def test_committed_checkpoints_load_offline_with_auto_classes(monkeypatch):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
