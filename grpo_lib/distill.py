@@ -9,15 +9,16 @@ Distillation by **token** (Hinton et al., 2015) also uses the teacher's probabil
 at every kept position of a teacher's answer the student matches the teacher's whole
 next-token distribution, not only the token that was written,
 
-.. math:: \\mathcal{L}_{KD} = \\frac{\\tau^2}{N} \\sum_{(i,t) \\in K}
+.. math:: \\mathcal{L}_{\\mathrm{KD}} = \\frac{\\tau^2}{N} \\sum_{(i,t) \\in K}
           \\mathbb D_{\\mathrm{KL}}\\big(p_T^{\\tau}(\\cdot \\mid x_{i,<t}) \\,\\Vert\\,
           p_S^{\\tau}(\\cdot \\mid x_{i,<t})\\big),
           \\qquad p^{\\tau} = \\mathrm{softmax}(z / \\tau)
 
-(the forward KL; ``direction="reverse"`` swaps the two distributions, as MiniLLM
-does). :class:`DistillTrainer` trains on
-:math:`(1 - \\alpha) \\mathcal{L}_{SFT} + \\alpha \\mathcal{L}_{KD}`; teacher and
-student must share one tokenizer, so that logit ``v`` means the same token for both.
+(the forward KL; ``direction="reverse"`` swaps the two distributions, a per-token
+form of the reverse KL that MiniLLM minimises over the student's own samples).
+:class:`DistillTrainer` trains on :math:`(1 - \\alpha) \\mathcal{L}_{\\mathrm{SFT}}
++ \\alpha \\mathcal{L}_{\\mathrm{KD}}`; teacher and student must share one tokenizer,
+so that logit ``v`` means the same token for both.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -106,9 +109,11 @@ class DistillConfig(SFTConfig):
         if not 0 <= self.distill_alpha <= 1:
             problems.append(f"distill_alpha={self.distill_alpha!r}: a weight in "
                             f"[0, 1] (0: plain SFT, 1: the KL alone).")
-        if not self.distill_temperature > 0:
-            problems.append(f"distill_temperature={self.distill_temperature!r}: "
-                            f"must be > 0 (1: the distributions as they are).")
+        tau = self.distill_temperature
+        if not (isinstance(tau, (int, float)) and math.isfinite(tau)
+                and 0 < tau <= 100):
+            problems.append(f"distill_temperature={tau!r}: a number in (0, 100] (1: "
+                            f"the distributions as they are; tau^2 scales the loss).")
         if self.distill_direction not in DIRECTIONS:
             problems.append(f"distill_direction={self.distill_direction!r}: choose "
                             f"one of {DIRECTIONS}.")
@@ -143,24 +148,37 @@ class DistillTrainer(SFTTrainer):
             usually the teacher's filtered answers.
         teacher: the teacher model; frozen, run without gradients on each
             micro-batch (``None`` only with ``distill_alpha=0``).
+        teacher_tokenizer: the teacher's tokenizer, if at hand: checked to be the
+            student's (:func:`check_same_vocabulary`).
         eval_dataset, callbacks: as for :class:`grpo_lib.sft.SFTTrainer`.
+
+    Both models may have more output rows than the tokenizer has tokens (Qwen2.5's
+    embedding tables are padded, to 151,936 or 152,064 rows); the KL is taken over
+    the tokenizer's tokens only. ``eval.csv`` holds the student's SFT loss on the eval
+    answers, not the KL.
     """
 
     bar_label = "distill"
 
     def __init__(self, model, tokenizer, config: DistillConfig, train_dataset,
                  teacher=None, eval_dataset=None,
-                 callbacks: Sequence[Callable] | None = None):
+                 callbacks: Sequence[Callable] | None = None,
+                 teacher_tokenizer=None):
         config.validate()
         if teacher is None and config.distill_alpha > 0:
             raise ValueError(
                 f"distill_alpha={config.distill_alpha} needs a teacher model: pass "
                 f"teacher= (or set teacher_model_name_or_path in the YAML config).")
+        self.vocab = len(tokenizer)  # logits past it belong to no token
         if teacher is not None:
-            v_s, v_t = model.config.vocab_size, teacher.config.vocab_size
-            if v_s != v_t:
-                raise ValueError(f"the teacher's vocabulary has {v_t} tokens and the "
-                                 f"student's {v_s}: they must share one tokenizer.")
+            if teacher_tokenizer is not None:
+                check_same_vocabulary(tokenizer, teacher_tokenizer)
+            for who, net in (("teacher", teacher), ("student", model)):
+                if net.config.vocab_size < self.vocab:
+                    raise ValueError(
+                        f"the {who} has {net.config.vocab_size} output rows for a "
+                        f"tokenizer of {self.vocab} tokens: teacher and student must "
+                        f"share one tokenizer.")
             teacher.eval().requires_grad_(False)
         self.teacher = teacher
         super().__init__(model, tokenizer, config, train_dataset, eval_dataset,
@@ -171,10 +189,10 @@ class DistillTrainer(SFTTrainer):
         if cfg.distill_alpha == 0:
             return sft_loss(logits, batch["labels"], num_items)
         with torch.no_grad():
-            teacher_logits = self._teacher_forward(batch)  # [b, T, V]
-        return distillation_loss(logits, teacher_logits, batch["labels"], num_items,
-                                 cfg.distill_alpha, cfg.distill_temperature,
-                                 cfg.distill_direction)
+            teacher_logits = self._teacher_forward(batch)[..., :self.vocab]
+        return distillation_loss(logits[..., :self.vocab], teacher_logits,
+                                 batch["labels"], num_items, cfg.distill_alpha,
+                                 cfg.distill_temperature, cfg.distill_direction)
 
     def _teacher_forward(self, batch: dict) -> torch.Tensor:
         """The teacher's logits ``[b, T, V]`` for the batch the student sees."""
@@ -214,12 +232,12 @@ def trainer_from_yaml(path: str | Path,
     device = config.device or profile().device
     model, tokenizer = load_model_and_tokenizer(config.model_name_or_path,
                                                 device=device)
-    teacher = None
+    teacher = teacher_tokenizer = None
     if config.distill_alpha > 0:
         teacher, teacher_tokenizer = load_model_and_tokenizer(
             config.teacher_model_name_or_path, device=device)
-        check_same_vocabulary(tokenizer, teacher_tokenizer)
-    return DistillTrainer(model, tokenizer, config, train_rows, teacher, eval_rows)
+    return DistillTrainer(model, tokenizer, config, train_rows, teacher, eval_rows,
+                          teacher_tokenizer=teacher_tokenizer)
 
 
 def train_from_yaml(path: str | Path, overrides: Sequence[str] = ()):

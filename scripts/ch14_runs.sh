@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chapter 14's runs on a CPU: the mini student (data/models/mini-qwen2-base) three
+# Chapter 14's runs on a CPU: the mini student (data/models/mini-qwen2-base) four
 # ways, two seeds side by side with one torch thread each:
 #   rl       GRPO from the student's base, chapter 7's config (R1-Zero on the student)
 #   sft      distillation as DeepSeek-R1 does it: SFT on the teacher's filtered
@@ -51,18 +51,20 @@ for arm in ${ARMS:-rl sft kd sft_rl}; do
   for seed in 0 1; do
     run="$OUT/ch14_${arm}_seed${seed}_cpu"
     OMP_NUM_THREADS=1 python -m grpo_lib eval --model "$(last_checkpoint "$run")" \
-      --n 500 --max-new-tokens 128 --seed 0 --csv "$run/heldout.csv" --samples-out "$run/answers.jsonl.gz" \
-      > "$run/answers.log" 2>&1 &
+      --n 500 --max-new-tokens 128 --seed 0 --csv "$run/heldout.csv" \
+      --samples-out "$run/answers.jsonl.gz" > "$run/answers.log" 2>&1 &
   done
   wait
-  if [ "$arm" = sft ]; then  # seed 0's student, for the chapter to run live
+  if [ "$arm" = sft ]; then  # seed 0's student, which chapter 14 runs again
     python -m grpo_lib export --run "$OUT/ch14_sft_seed0_cpu" \
       --out data/models/mini-qwen2-distilled --command-line "OMP_NUM_THREADS=1 \
 python -m grpo_lib distill ${distill[*]} --set seed=0 --set output_dir=$OUT/\
 ch14_sft_seed0_cpu" > "$OUT/ch14_sft_seed0_cpu/export.log" 2>&1
   fi
   for seed in 0 1; do
-    if [ "$arm" != sft ]; then rm -rf "$OUT/ch14_${arm}_seed${seed}_cpu"/checkpoint-*; fi
+    if [ "$arm" != sft ]; then
+      rm -rf "$OUT/ch14_${arm}_seed${seed}_cpu"/checkpoint-*
+    fi
     if [ "$arm" = sft_rl ]; then rm -rf "$OUT/ch14_sft_seed${seed}_cpu"/checkpoint-*; fi
   done
 done

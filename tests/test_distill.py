@@ -164,6 +164,59 @@ def _inputs(batch):
                 position_ids=batch["position_ids"], use_cache=False)
 
 
+def test_padded_output_rows_are_left_out_of_the_kl(tokenizer, tmp_path):
+    """Qwen2.5 pads its embedding table past the tokenizer: a teacher with 600
+    output rows for 512 tokens is taken, and the KL ignores the rows past 512."""
+    teacher = random_model(tokenizer, "micro", seed=1, vocab_size=600)
+    student = random_model(tokenizer, "micro", seed=2)
+    trainer = DistillTrainer(student, tokenizer, _config(tmp_path), CHATS,
+                             teacher=teacher, teacher_tokenizer=tokenizer)
+    batch = _batch(tokenizer)
+    n = int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+    logits = student(**_inputs(batch)).logits
+    with torch.no_grad():
+        t = teacher(**_inputs(batch)).logits  # [b, T, 600]
+    want = distillation_loss(logits, t[..., :512], batch["labels"], n)
+    assert t.shape[-1] == 600 and torch.allclose(trainer._loss(logits, batch, n), want)
+
+
+@pytest.mark.parametrize("settings", [
+    dict(distill_direction="reverse", distill_temperature=2.0),
+    dict(distill_alpha=0.5, packing=True, max_length=64),
+    dict(distill_alpha=0.3, gradient_accumulation_steps=2,
+         per_device_train_batch_size=2),
+], ids=["reverse-tau2", "mixed-packed", "accumulated"])
+def test_each_setting_trains_toward_the_teacher(tokenizer, tmp_path, settings):
+    """The step's loss is the formula's on the whole batch, whatever the split into
+    micro-batches or the packing, and training lowers it."""
+    teacher = random_model(tokenizer, "micro", seed=1)
+    student = random_model(tokenizer, "micro", seed=2)
+    config = _config(tmp_path, max_steps=10, **settings)
+    trainer = DistillTrainer(student, tokenizer, config, CHATS, teacher=teacher)
+    trainer.train()
+    losses = pd.read_csv(tmp_path / "run" / "metrics.csv")["loss"]
+    assert losses.notna().all() and losses.iloc[-3:].mean() < losses.iloc[:3].mean()
+
+
+def test_the_reverse_kl_gradient_by_hand(tokenizer):
+    """d KL(p_S || p_T) / d z_S = p_S (log p_S - log p_T - KL), and with tau the
+    chain rule's 1/tau times the tau^2 in front."""
+    batch = _batch(tokenizer)
+    labels = batch["labels"]
+    n = int((labels[:, 1:] != IGNORE_INDEX).sum())
+    torch.manual_seed(4)
+    s = torch.randn(*labels.shape, 512, requires_grad=True)
+    t = torch.randn(*labels.shape, 512)
+    tau = 2.0
+    distillation_loss(s, t, labels, n, temperature=tau,
+                      direction="reverse").backward()
+    log_s, log_t = (s.detach() / tau).log_softmax(-1), (t / tau).log_softmax(-1)
+    kl = (log_s.exp() * (log_s - log_t)).sum(-1, keepdim=True)
+    want = tau * log_s.exp() * (log_s - log_t - kl) / n
+    kept = labels[:, 1:] != IGNORE_INDEX
+    assert torch.allclose(s.grad[:, :-1][kept], want[:, :-1][kept], atol=1e-7)
+
+
 def test_alpha_zero_trains_exactly_as_sft(tokenizer, tmp_path):
     runs = []
     for kind in ("sft", "distill"):
@@ -181,12 +234,19 @@ def test_setup_mistakes_are_explained(tokenizer, tmp_path):
     student = random_model(tokenizer, "micro", seed=0)
     with pytest.raises(ValueError, match="needs a teacher model"):
         DistillTrainer(student, tokenizer, _config(tmp_path), CHATS)
-    other = random_model(tokenizer, "micro", seed=0, vocab_size=600)
+    short = random_model(tokenizer, "micro", seed=0, vocab_size=400)
     with pytest.raises(ValueError, match="must share one tokenizer"):
-        DistillTrainer(student, tokenizer, _config(tmp_path), CHATS, teacher=other)
+        DistillTrainer(student, tokenizer, _config(tmp_path), CHATS, teacher=short)
+    countdown = build_tokenizer(task="countdown")  # the same size, other tokens
+    with pytest.raises(ValueError, match="differs from the student's"):
+        DistillTrainer(student, tokenizer, _config(tmp_path), CHATS,
+                       teacher=random_model(countdown, "micro"),
+                       teacher_tokenizer=countdown)
     for field, value, message in (("distill_alpha", 1.5, "a weight in"),
                                   ("distill_alpha", math.nan, "a weight in"),
-                                  ("distill_temperature", 0.0, "must be > 0"),
+                                  ("distill_temperature", 0.0, "a number in"),
+                                  ("distill_temperature", math.inf, "a number in"),
+                                  ("distill_temperature", 1e30, "a number in"),
                                   ("distill_direction", "both", "choose one of")):
         with pytest.raises(ValueError, match=message):
             _config(tmp_path, **{field: value}).validate()

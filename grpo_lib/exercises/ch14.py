@@ -59,8 +59,8 @@ def check_token_kl(fn) -> bool:
 # ---------------------------------------------------------- 14.2 the KD gradient
 def reference_kd_gradient(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
                           tau: float) -> torch.Tensor:
-    r"""The gradient of :math:`\tau^2 \mathrm{KL}(p_T^\tau \| p_S^\tau)` with respect
-    to the student's logits: :math:`\tau (p_S^\tau - p_T^\tau)`."""
+    r"""The gradient of :math:`\tau^2 \mathbb D_{\mathrm{KL}}(p_T^\tau \Vert
+    p_S^\tau)` in the student's logits: :math:`\tau (p_S^\tau - p_T^\tau)`."""
     p_s = (student_logits / tau).softmax(-1)  # [..., V]
     return tau * (p_s - (teacher_logits / tau).softmax(-1))
 
