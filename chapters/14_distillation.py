@@ -51,6 +51,7 @@ import tempfile
 import time
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import torch
 import transformers
@@ -202,8 +203,8 @@ display(pd.DataFrame(rows).set_index("student").round(3))
 # {cite}`gu2024minillm` argues for the reverse KL for language models, whose students
 # cannot cover everything a large teacher can write; it minimises it over whole
 # answers sampled from the student, by policy gradient. `token_kl` computes either
-# direction at each position of the teacher's text (`distill_direction`); the runs
-# below use the forward one.
+# direction at each position of the teacher's text (`distill_direction`), and the
+# runs below train with each.
 
 # %% [markdown]
 # ### How much more the distribution says than the text
@@ -219,7 +220,7 @@ student_base, _ = load_model_and_tokenizer(STUDENT_DIR)
 N_ANSWERS = P.pick(smoke=8, cpu=400, gpu=400)
 config = DistillConfig(assistant_only_loss=True, max_length=256)
 examples = tokenize_rows(kept[:N_ANSWERS], tokenizer, config, "kept answers")
-p_written, entropy, kl_base = [], [], []
+p_written, p_student, entropy, kl_base = [], [], [], []
 with torch.no_grad():
     for k in range(0, len(examples), 50):
         batch = collate(examples[k:k + 50], tokenizer.pad_token_id)
@@ -230,11 +231,13 @@ with torch.no_grad():
         target = batch["labels"][:, 1:]  # [b, T-1]
         kept_pos = target != IGNORE_INDEX  # [b, T-1]
         log_p = z_t.log_softmax(-1)  # [b, T-1, V]
-        p_written.append(log_p.gather(-1, target.clamp(min=0)[..., None])
-                         .squeeze(-1)[kept_pos].exp())
+        written = target.clamp(min=0)[..., None]  # [b, T-1, 1]
+        p_written.append(log_p.gather(-1, written).squeeze(-1)[kept_pos].exp())
+        p_student.append(z_s.softmax(-1).gather(-1, written).squeeze(-1)[kept_pos])
         entropy.append(-(log_p.exp() * log_p).sum(-1)[kept_pos])
         kl_base.append(token_kl(z_s, z_t)[kept_pos])
-p_written, entropy, kl_base = (torch.cat(x) for x in (p_written, entropy, kl_base))
+p_written, p_student, entropy, kl_base = (
+    torch.cat(x) for x in (p_written, p_student, entropy, kl_base))
 confidence = pd.Series({
     "answer tokens": len(p_written),
     "mean p_T(written token)": p_written.mean().item(),
@@ -242,6 +245,8 @@ confidence = pd.Series({
     "share with p_T(written) < 0.5": (p_written < 0.5).float().mean().item(),
     "mean entropy of p_T (nats)": entropy.mean().item(),
     "mean KL(p_T || p_S), student base": kl_base.mean().item(),
+    "share with p_S(written) < 0.01, student base": (p_student < 0.01).float()
+    .mean().item(),
 })
 display(confidence.to_frame("value").round(3))
 
@@ -338,7 +343,7 @@ for k in (0, 1):  # its first two answers, right or wrong
 # ## Distillation against RL on the student
 #
 # The committed runs (`bash scripts/ch14_runs.sh`, two seeds each, one torch thread
-# per run on the 2-core CPU) train the same student base four ways:
+# per run on the 2-core CPU) train the same student base five ways:
 #
 # - **RL**: chapter 7's R1-Zero run, unchanged (`configs/r1_zero_arithmetic.yaml`,
 #   150 steps of 16 problems × 8 answers, accuracy + 0.1 format), from the student's
@@ -346,7 +351,8 @@ for k in (0, 1):  # its first two answers, right or wrong
 # - **distil (SFT)**: the command above, six epochs on the teacher's answers: the
 #   route of DeepSeek-R1-Distill-Qwen-32B.
 # - **distil (KL)**: the same answers with the token-level loss alone,
-#   `distill_alpha=1`, forward KL, $\tau = 1$.
+#   `distill_alpha=1`, forward KL, $\tau = 1$; **distil (reverse KL)** the same with
+#   the reverse KL.
 # - **distil, then RL**: GRPO from each distilled student, with the settings the
 #   teacher's own RL used in chapter 11 (answers of up to 128 tokens, learning rate
 #   1e-4). The R1 paper leaves this step to others.
@@ -356,8 +362,8 @@ for k in (0, 1):  # its first two answers, right or wrong
 
 # %%
 ARMS = {"rl": "RL", "sft": "distil (SFT)", "kd": "distil (KL)",
-        "sft_rl": "distil, then RL"}
-COLORS = {"rl": "C0", "sft": "C1", "kd": "C4", "sft_rl": "C2"}
+        "kd_reverse": "distil (reverse KL)", "sft_rl": "distil, then RL"}
+COLORS = {"rl": "C0", "sft": "C1", "kd": "C4", "kd_reverse": "C5", "sft_rl": "C2"}
 COLUMNS = ["strict_acc", "format_rate", "lang_mix_rate", "mean_length"]
 
 
@@ -401,15 +407,17 @@ ax.axhline(teacher_acc, color="k", lw=0.8, label="the teacher")
 ax.set(xlabel="GRPO step", ylabel="held-out strict accuracy", ylim=(0.5, 1),
        title="during GRPO")
 ax.legend(fontsize=8, loc="lower right")
-for k, (arm, label) in enumerate(ARMS.items()):
+near = {arm: label for arm, label in ARMS.items() if arm != "kd_reverse"}
+for k, (arm, label) in enumerate(near.items()):
     finals = results.loc[results["route"] == label, "strict_acc"]
     ax2.plot([k - 0.08, k + 0.08], finals, "o", color=COLORS[arm], ms=7)
 ax2.axhline(teacher_acc, color="k", lw=0.8)
 ticks = [label.replace(" (", "\n(").replace(", then", ",\nthen")
-         for label in ARMS.values()]
-ax2.set_xticks(range(len(ARMS)), ticks, fontsize=8)
+         for label in near.values()]
+ax2.set_xticks(range(len(near)), ticks, fontsize=8)
 ax2.set(ylabel="held-out strict accuracy", title="each route's final model, 2 seeds",
-        ylim=(0.9, 0.97), xlim=(-0.5, len(ARMS) - 0.5))
+        xlabel="(the reverse KL ends far below: see the text)", ylim=(0.9, 0.97),
+        xlim=(-0.5, len(near) - 0.5))
 plt.show()
 
 # %%
@@ -426,14 +434,15 @@ def span(route, column="strict_acc"):
 tiny_rl = [r["strict_acc"] for r in references if r["route"] == "tiny, RL"]
 acc = teacher_card.loc["greedy", "strict_acc"]
 std_error = (acc * (1 - acc) / 500) ** 0.5  # of one accuracy on 500 problems
-say(f"Every route takes the student from "
+say(f"Every route but one takes the student from "
     f"{bases.loc['mini-qwen2-base', 'strict_acc']:.3f} to about the teacher's "
     f"{acc:.3f}: RL on its own reaches {span('RL')} (the two seeds), SFT on the "
-    f"teacher's answers {span('distil (SFT)')}, the token-level KL "
-    f"{span('distil (KL)')}, and RL after distillation {span('distil, then RL')}. "
+    f"teacher's answers {span('distil (SFT)')}, the forward KL {span('distil (KL)')}"
+    f", and RL after distillation {span('distil, then RL')}. The reverse KL fails: "
+    f"{span('distil (reverse KL)')}. "
     f"At this level one accuracy on 500 problems has a standard error of about "
-    f"{std_error:.3f}, so the routes differ by no more than two seeds of one route "
-    f"do, and by no more than noise. The same RL run on the tiny base ended at "
+    f"{std_error:.3f}, so the other routes differ by no more than two seeds of one "
+    f"route do, and by no more than noise. The same RL run on the tiny base ended at "
     f"{min(tiny_rl):.3f} / {max(tiny_rl):.3f}. A student with {ratio:.1f} times "
     f"fewer parameters gives up nothing here, but that was settled before any "
     f"training: its base already answered as well as the tiny base "
@@ -442,13 +451,58 @@ say(f"Every route takes the student from "
     f"need the teacher.")
 
 # %% [markdown]
-# That is not the paper's result, and the reason is in the student's base. RL can only
-# reinforce answers the policy already samples: a group with no right answer has no
-# advantage to learn from (chapter 1). Yue et al. {cite}`yue2025limit` find that RL
-# on large models, too, mostly makes likelier what the base model could already
-# sample, while distillation can teach answers outside it. A hard benchmark for a
-# 32B base is a task where right answers are rare in its samples. For our student
-# base, its model card records how often a few samples hold one:
+# ### The reverse KL on the teacher's text
+#
+# The reverse KL's students write broken answers. Two of them, and how often the
+# students trained with each loss pick the teacher's next token on the teacher's own
+# answers (teacher forcing, the last 50 training steps):
+
+# %%
+for answer in pd.read_json(RUNS / "ch14_kd_reverse_seed0_cpu" / "answers.jsonl.gz",
+                           lines=True)["completion"].head(2):
+    print(answer)
+token_acc = pd.Series({
+    label: np.mean([pd.read_csv(RUNS / f"ch14_{arm}_seed{seed}_cpu" / "metrics.csv")
+                    ["mean_token_accuracy"].tail(50).mean() for seed in (0, 1)])
+    for arm, label in ARMS.items() if arm in ("sft", "kd", "kd_reverse")})
+length = teacher_card.loc["greedy", "mean_length"]
+display(pd.DataFrame({"token accuracy": token_acc,
+                      f"all {length:.0f} tokens right": token_acc ** length}).round(3))
+
+# %%
+say(f"Teacher-forced, the reverse-KL student picks the teacher's token "
+    f"{token_acc['distil (reverse KL)']:.3f} of the time, against "
+    f"{token_acc['distil (KL)']:.3f} for the forward KL. Per token the two look "
+    f"close; over an answer of {length:.0f} tokens they are not: "
+    f"{token_acc['distil (reverse KL)']:.3f}^{length:.0f} is "
+    f"{token_acc['distil (reverse KL)'] ** length:.3f}, so nearly every answer it "
+    f"writes has a wrong token somewhere, and the next tokens follow the wrong one. "
+    f"The student base gives the written token less than 0.01 at a share "
+    f"{confidence['share with p_S(written) < 0.01, student base']:.2f} of the "
+    f"positions.")
+
+# %% [markdown]
+# The gradient says why those positions matter. At the teacher's token $v$, the
+# reverse KL's gradient in the student's logit is
+# $p_S(v)\,\big(\log p_S(v) - \log p_T(v) - \mathbb D_{\mathrm{KL}}(p_S \Vert p_T)\big)$
+# (exercise 14.2 derives the forward one): it scales with the student's own
+# probability of the token. Where the student starts far from the teacher's token,
+# the reverse KL barely pushes toward it, while the forward KL's gradient,
+# $p_S - p_T$, pulls hardest exactly there. MiniLLM minimises the reverse KL on
+# answers the student samples itself, where it meets its own tokens; on the
+# teacher's text the forward KL is the one to use.
+
+# %% [markdown]
+# ### Why RL needed no teacher here
+#
+# RL matching distillation is not the paper's result, and the reason is in the
+# student's base. RL can only reinforce answers the policy already samples: a group
+# with no right answer has no advantage to learn from (chapter 1). Yue et al.
+# {cite}`yue2025limit` find that RL on large models, too, mostly makes likelier what
+# the base model could already sample, while distillation can teach answers outside
+# it. A hard benchmark for a 32B base is a task where right answers are rare in its
+# samples. For our student base, its model card records how often a few samples
+# hold one:
 
 # %%
 student_card = pd.read_csv(STUDENT_DIR / "eval.csv", index_col=0)
@@ -574,8 +628,10 @@ say(f"RL moves the distilled students by {change['change'].iloc[0]:+.3f} and "
 # - The forward KL makes the student cover every answer the teacher gives mass to; the
 #   reverse KL lets it keep to the likeliest ones.
 # - Our teacher writes its answers with near certainty, so the text already carries
-#   almost all its distribution, and the two distillation losses end in the same
-#   place.
+#   almost all its distribution, and SFT and the forward KL end in the same place.
+#   The reverse KL on the teacher's text fails: its gradient at the teacher's token
+#   scales with the student's own probability of it, which starts near zero at many
+#   positions.
 # - A student with far fewer parameters than the tiny model reaches the teacher's
 #   accuracy by any route here, RL included, because its base already samples right
 #   answers to most problems. The paper's gap between distillation and RL on the

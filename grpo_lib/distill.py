@@ -32,8 +32,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .sft import (IGNORE_INDEX, SFTConfig, SFTTrainer, check_rows, read_jsonl,
-                  read_train_files, sft_loss)
+from .sft import IGNORE_INDEX, SFTConfig, SFTTrainer, data_and_model, sft_loss
 from .training_loop import run_training
 
 DIRECTIONS = ("forward", "reverse")
@@ -216,7 +215,6 @@ def trainer_from_yaml(path: str | Path,
     """The student, the teacher, the data and the trainer a YAML config names; every
     setup mistake raises here, before the first step."""
     from .models import load_model_and_tokenizer
-    from .profiles import profile
 
     config = load_config(path, overrides).validate()
     if not config.train_file:
@@ -225,17 +223,11 @@ def trainer_from_yaml(path: str | Path,
     if config.distill_alpha > 0 and not config.teacher_model_name_or_path:
         raise ValueError(f"distill_alpha={config.distill_alpha} needs "
                          f"teacher_model_name_or_path (a model folder).")
-    train_rows = read_train_files(config.train_file, config)
-    eval_rows = read_jsonl(config.eval_file, "eval_file") if config.eval_file else None
-    if eval_rows is not None:
-        check_rows(eval_rows, config, f"eval_file {config.eval_file}")
-    device = config.device or profile().device
-    model, tokenizer = load_model_and_tokenizer(config.model_name_or_path,
-                                                device=device)
+    train_rows, eval_rows, model, tokenizer = data_and_model(config)
     teacher = teacher_tokenizer = None
     if config.distill_alpha > 0:
         teacher, teacher_tokenizer = load_model_and_tokenizer(
-            config.teacher_model_name_or_path, device=device)
+            config.teacher_model_name_or_path, device=model.device)
     return DistillTrainer(model, tokenizer, config, train_rows, teacher, eval_rows,
                           teacher_tokenizer=teacher_tokenizer)
 

@@ -715,13 +715,20 @@ def trainer_from_yaml(path: str | Path, overrides: Sequence[str] = ()) -> SFTTra
     Everything that can go wrong before the first step (a missing file, a bad field or
     row, a model folder that is not there) raises here, before any training starts.
     """
-    from .models import load_model_and_tokenizer
-    from .profiles import profile
-
     config = load_config(path, overrides)
     if not config.train_file:
         raise ValueError(f"{path} sets no train_file: name a JSONL file of examples, "
                          f"e.g. --set train_file=data/sft/arithmetic_r1_chat.jsonl.")
+    train_rows, eval_rows, model, tokenizer = data_and_model(config)
+    return SFTTrainer(model, tokenizer, config, train_rows, eval_rows)
+
+
+def data_and_model(config: SFTConfig) -> tuple:
+    """``(train_rows, eval_rows, model, tokenizer)`` that a config names, each
+    checked: what :func:`trainer_from_yaml` loads (and the distillation trainer's)."""
+    from .models import load_model_and_tokenizer
+    from .profiles import profile
+
     train_rows = read_train_files(config.train_file, config)
     eval_rows = read_jsonl(config.eval_file, "eval_file") if config.eval_file else None
     if eval_rows is not None:
@@ -729,7 +736,7 @@ def trainer_from_yaml(path: str | Path, overrides: Sequence[str] = ()) -> SFTTra
     device = config.device or profile().device
     model, tokenizer = load_model_and_tokenizer(config.model_name_or_path,
                                                 device=device)
-    return SFTTrainer(model, tokenizer, config, train_rows, eval_rows)
+    return train_rows, eval_rows, model, tokenizer
 
 
 def read_train_files(train_file: str | Sequence[str], config: SFTConfig) -> list[dict]:

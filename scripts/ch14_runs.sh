@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Chapter 14's runs on a CPU: the mini student (data/models/mini-qwen2-base) four
+# Chapter 14's runs on a CPU: the mini student (data/models/mini-qwen2-base) five
 # ways, two seeds side by side with one torch thread each:
 #   rl       GRPO from the student's base, chapter 7's config (R1-Zero on the student)
 #   sft      distillation as DeepSeek-R1 does it: SFT on the teacher's filtered
 #            answers (data/rejection/kept.jsonl, configs/ch14_distill.yaml)
 #   kd       the same answers with the teacher's token distributions (distill_alpha=1)
+#   kd_reverse  the same with the reverse KL, KL(student || teacher)
 #   sft_rl   GRPO from each seed's distilled student (needs the sft arm first), with
 #            the teacher's RL settings of chapter 11 (128 new tokens, learning rate
 #            1e-4)
@@ -30,7 +31,7 @@ distill=(--config configs/ch14_distill.yaml --set progress_bar=false)
 
 last_checkpoint() { ls -d "$1"/checkpoint-* | sort -V | tail -1; }
 
-for arm in ${ARMS:-rl sft kd sft_rl}; do
+for arm in ${ARMS:-rl sft kd kd_reverse sft_rl}; do
   for seed in 0 1; do
     run="$OUT/ch14_${arm}_seed${seed}_cpu"
     mkdir -p "$run"
@@ -39,6 +40,8 @@ for arm in ${ARMS:-rl sft kd sft_rl}; do
                --set model_name_or_path=$STUDENT) ;;
       sft) cmd=(python -m grpo_lib distill "${distill[@]}") ;;
       kd) cmd=(python -m grpo_lib distill "${distill[@]}" --set distill_alpha=1) ;;
+      kd_reverse) cmd=(python -m grpo_lib distill "${distill[@]}" --set distill_alpha=1
+                       --set distill_direction=reverse) ;;
       sft_rl) cmd=(python -m grpo_lib train "${grpo[@]}" --set model_name_or_path=$(
                    last_checkpoint "$OUT/ch14_sft_seed${seed}_cpu")
                    --set max_completion_length=128 --set learning_rate=1e-4) ;;
