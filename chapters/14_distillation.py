@@ -552,6 +552,59 @@ say(f"RL on the student keeps the base's language mixing, even raises it (a shar
     f"pass, what cost the teacher a cold start and a reward of its own.")
 
 # %% [markdown]
+# ### Its blind spots too
+#
+# The teacher is not equally good at every kind of problem. The held-out problems by
+# kind (how many numbers, brackets or not, whether precedence changes the result):
+# the teacher answering here, the students from their committed answers, the mean of
+# two seeds.
+
+# %%
+N_TEACHER = P.pick(smoke=16, cpu=500, gpu=500)
+_, teacher_answers = evaluate(teacher, tokenizer, test, n=N_TEACHER,
+                              max_new_tokens=128, return_samples=True)
+problems = pd.read_json(DATA_DIR / "test.jsonl", lines=True).head(500)
+problems["kind"] = [f"{n} numbers" + (", brackets" if b else "")
+                    + (", precedence" if p else "")
+                    for n, b, p in zip(problems["num_operands"], problems["has_parens"],
+                                       problems["precedence_matters"])]
+
+
+def by_kind(answers):
+    """Share right per kind of problem, from answers with a prompt_index."""
+    kinds = problems["kind"].iloc[answers["prompt_index"]].values
+    return answers["correct"].groupby(kinds).mean()
+
+
+kind_table = pd.DataFrame({"problems": problems["kind"].value_counts(),
+                           "teacher": by_kind(teacher_answers)})
+for arm in ("rl", "sft", "kd"):
+    kind_table[ARMS[arm]] = pd.concat([by_kind(pd.read_json(
+        RUNS / f"ch14_{arm}_seed{seed}_cpu" / "answers.jsonl.gz", lines=True))
+        for seed in (0, 1)], axis=1).mean(axis=1)
+display(kind_table.sort_values("distil (SFT)").round(2))
+
+# %%
+worst = kind_table[kind_table["problems"] >= 20]["distil (SFT)"].idxmin()
+row = kind_table.loc[worst]
+per_seed = {arm: [by_kind(pd.read_json(RUNS / f"ch14_{arm}_seed{seed}_cpu"
+                                       / "answers.jsonl.gz", lines=True))[worst]
+                  for seed in (0, 1)] for arm in ("rl", "sft", "kd")}
+apart = min(per_seed["rl"]) > max(per_seed["sft"] + per_seed["kd"])
+p_mid = row["distil (SFT)"]
+say(f"The distilled students are weakest on problems of {worst} "
+    f"({row['problems']:.0f} of the 500): {row['distil (SFT)']:.2f} right after "
+    f"SFT, {row['distil (KL)']:.2f} after the KL, and the teacher itself "
+    f"{row['teacher']:.2f}. They copy the teacher's blind spot along with its "
+    f"habits. RL on the student, which never saw the teacher, answers "
+    f"{row['RL']:.2f} of them. With so few problems one share has a standard error "
+    f"near {(p_mid * (1 - p_mid) / row['problems']) ** 0.5:.2f}; "
+    + ("yet each RL seed is above every distilled seed there. " if apart else
+       "and the seeds overlap, so this is a hint, not a finding. ")
+    + "A student can learn from its teacher only what the teacher writes; RL finds "
+      "its own answers, within what the student samples.")
+
+# %% [markdown]
 # ## What each route cost
 #
 # Seconds of training steps on this machine type (one torch thread per run, two runs
@@ -638,7 +691,9 @@ say(f"RL moves the distilled students by {change['change'].iloc[0]:+.3f} and "
 #   student needs a task where the student's base does not.
 # - What RL cannot give the student is what it never samples and is not paid for: the
 #   teacher's single language and its check of the result arrive with distillation
-#   alone.
+#   alone. So do the teacher's blind spots: where the teacher answers worst, its
+#   students do too, while RL on the student, bound only by what the student
+#   samples, does not share them.
 
 # %% [markdown]
 # ## Exercises
