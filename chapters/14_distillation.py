@@ -514,6 +514,45 @@ say(f"The student base answers a share "
     f"already in its reach; RL only has to make them the likeliest.")
 
 # %% [markdown]
+# ### A student that rarely finds the answer
+#
+# To see the other regime, the same student can start from a base that rarely samples
+# a right answer: the `mini` base's recipe stopped after 300 of its 3,000 steps
+# (`data/models/mini-qwen2-base-300`). It is weak because it was pretrained a tenth as
+# long, not because it is small, but for RL the effect is the one the paper points
+# to. The same RL run and the same SFT on the teacher's answers, two seeds each
+# (`scripts/ch14_runs.sh` with `STUDENT` and `TAG=_early`):
+
+# %%
+EARLY_DIR = MODELS / "mini-qwen2-base-300"
+early_card = pd.read_csv(EARLY_DIR / "eval.csv", index_col=0)
+early = pd.DataFrame({
+    label: [pd.read_csv(RUNS / f"ch14_early_{arm}_seed{seed}_cpu" / "heldout.csv",
+                        index_col=0).loc["greedy", "strict_acc"] for seed in (0, 1)]
+    for arm, label in (("rl", "RL"), ("sft", "distil (SFT)"))}, index=[0, 1])
+early.index.name = "seed"
+display(early)
+rl_early = [pd.read_csv(RUNS / f"ch14_early_rl_seed{seed}_cpu" / "metrics.csv")
+            for seed in (0, 1)]
+early_format = [pd.read_csv(RUNS / f"ch14_early_rl_seed{seed}_cpu" / "heldout.csv",
+                           index_col=0).loc["greedy", "format_rate"] for seed in (0, 1)]
+say(f"This base answers {early_card.loc['greedy', 'strict_acc']:.3f} of the held-out "
+    f"problems greedily and {early_card.loc['sampled', 'pass_at_k']:.3f} with any of "
+    f"{early_card.loc['sampled', 'k']:.0f} samples. RL from it ends at "
+    f"{early['RL'].min():.3f} / {early['RL'].max():.3f}: the training accuracy of "
+    f"its first ten steps was "
+    f"{np.mean([m['accuracy'].head(10).mean() for m in rl_early]):.3f}, so almost "
+    f"every group was all wrong, and the reward it could collect came from the "
+    f"format (a share {min(early_format):.3f} of its final answers are well formed). "
+    f"SFT on the teacher's answers, which needs no right answer from the student, "
+    f"takes the same base to {early['distil (SFT)'].min():.3f} / "
+    f"{early['distil (SFT)'].max():.3f}: far below the teacher, since a base trained "
+    f"a tenth as long cannot yet compute what the teacher writes, but "
+    f"{early['distil (SFT)'].mean() / early['RL'].mean():.1f} times what RL reached. "
+    f"Where the student cannot find the answers, distillation still gives it "
+    f"something to learn, and RL has almost nothing to reinforce.")
+
+# %% [markdown]
 # ## What only the teacher could give
 #
 # Accuracy is not all the teacher has. Its answers are in one language and end with a
@@ -687,8 +726,9 @@ say(f"RL moves the distilled students by {change['change'].iloc[0]:+.3f} and "
 #   positions.
 # - A student with far fewer parameters than the tiny model reaches the teacher's
 #   accuracy by any route here, RL included, because its base already samples right
-#   answers to most problems. The paper's gap between distillation and RL on the
-#   student needs a task where the student's base does not.
+#   answers to most problems. The paper's side shows with a student base that rarely
+#   samples a right answer (here one pretrained a tenth as long): RL finds almost
+#   nothing to reinforce, and distillation does better.
 # - What RL cannot give the student is what it never samples and is not paid for: the
 #   teacher's single language and its check of the result arrive with distillation
 #   alone. So do the teacher's blind spots: where the teacher answers worst, its

@@ -19,21 +19,27 @@
 #   bash scripts/ch14_runs.sh                # all arms
 #   ARMS=kd bash scripts/ch14_runs.sh        # one arm
 # writes data/runs/ch14_<arm>_seed{0,1}_cpu with its train.log (OUT=DIR: elsewhere).
+# STUDENT=DIR TAG=_x starts every arm from another student base and names the runs
+# ch14_x_<arm>_...; the chapter's second student, pretrained for 300 steps only:
+#   STUDENT=data/models/mini-qwen2-base-300 TAG=_early ARMS="rl sft" \
+#     bash scripts/ch14_runs.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-data/runs}
-STUDENT=data/models/mini-qwen2-base
+STUDENT=${STUDENT:-data/models/mini-qwen2-base}
+TAG=${TAG:-}
 grpo=(--config configs/r1_zero_arithmetic.yaml --set eval_every=50
       --set eval_on_start=true --set eval_n=500 --set save_every=0
       --set save_final=true --set progress_bar=false --set print_every=50
       --set num_print_samples=1 --set sample_every=25)
-distill=(--config configs/ch14_distill.yaml --set progress_bar=false)
+distill=(--config configs/ch14_distill.yaml --set progress_bar=false
+         --set model_name_or_path=$STUDENT)
 
 last_checkpoint() { ls -d "$1"/checkpoint-* | sort -V | tail -1; }
 
 for arm in ${ARMS:-rl sft kd kd_reverse sft_rl}; do
   for seed in 0 1; do
-    run="$OUT/ch14_${arm}_seed${seed}_cpu"
+    run="$OUT/ch14${TAG}_${arm}_seed${seed}_cpu"
     mkdir -p "$run"
     case $arm in
       rl) cmd=(python -m grpo_lib train "${grpo[@]}"
@@ -43,7 +49,7 @@ for arm in ${ARMS:-rl sft kd kd_reverse sft_rl}; do
       kd_reverse) cmd=(python -m grpo_lib distill "${distill[@]}" --set distill_alpha=1
                        --set distill_direction=reverse) ;;
       sft_rl) cmd=(python -m grpo_lib train "${grpo[@]}" --set model_name_or_path=$(
-                   last_checkpoint "$OUT/ch14_sft_seed${seed}_cpu")
+                   last_checkpoint "$OUT/ch14${TAG}_sft_seed${seed}_cpu")
                    --set max_completion_length=128 --set learning_rate=1e-4) ;;
       *) echo "unknown arm $arm" >&2; exit 2 ;;
     esac
@@ -52,13 +58,13 @@ for arm in ${ARMS:-rl sft kd kd_reverse sft_rl}; do
   done
   wait
   for seed in 0 1; do
-    run="$OUT/ch14_${arm}_seed${seed}_cpu"
+    run="$OUT/ch14${TAG}_${arm}_seed${seed}_cpu"
     OMP_NUM_THREADS=1 python -m grpo_lib eval --model "$(last_checkpoint "$run")" \
       --n 500 --max-new-tokens 128 --seed 0 --csv "$run/heldout.csv" \
       --samples-out "$run/answers.jsonl.gz" > "$run/answers.log" 2>&1 &
   done
   wait
-  if [ "$arm" = sft ]; then  # seed 0's student, which chapter 14 runs again
+  if [ "$arm" = sft ] && [ -z "$TAG" ]; then  # seed 0's student; chapter 14 runs it
     python -m grpo_lib export --run "$OUT/ch14_sft_seed0_cpu" \
       --out data/models/mini-qwen2-distilled --command-line "OMP_NUM_THREADS=1 \
 python -m grpo_lib distill ${distill[*]} --set seed=0 --set output_dir=$OUT/\
@@ -66,8 +72,10 @@ ch14_sft_seed0_cpu" > "$OUT/ch14_sft_seed0_cpu/export.log" 2>&1
   fi
   for seed in 0 1; do
     if [ "$arm" != sft ]; then
-      rm -rf "$OUT/ch14_${arm}_seed${seed}_cpu"/checkpoint-*
+      rm -rf "$OUT/ch14${TAG}_${arm}_seed${seed}_cpu"/checkpoint-*
     fi
-    if [ "$arm" = sft_rl ]; then rm -rf "$OUT/ch14_sft_seed${seed}_cpu"/checkpoint-*; fi
+    if [ "$arm" = sft_rl ]; then
+      rm -rf "$OUT/ch14${TAG}_sft_seed${seed}_cpu"/checkpoint-*
+    fi
   done
 done
