@@ -372,15 +372,16 @@ def checks_share(answers):
     return answers["completion"].str.contains("Check:", regex=False).mean()
 
 
-rows = []
+rows, answers_of = [], {}  # answers_of[arm, seed]: a run's held-out answers
 for arm, label in ARMS.items():
     for seed in (0, 1):
         run = RUNS / f"ch14_{arm}_seed{seed}_cpu"
         held = pd.read_csv(run / "heldout.csv", index_col=0).loc["greedy", COLUMNS]
-        answers = pd.read_json(run / "answers.jsonl.gz", lines=True)
+        answers_of[arm, seed] = pd.read_json(run / "answers.jsonl.gz", lines=True)
         seconds = pd.read_csv(run / "metrics.csv")["time_step"].sum()
         rows.append({"route": label, "seed": seed, **held,
-                     "checks": checks_share(answers), "seconds": seconds})
+                     "checks": checks_share(answers_of[arm, seed]),
+                     "seconds": seconds})
 results = pd.DataFrame(rows)
 references = []
 for label, folder in (("tiny base", MODELS / "tiny-qwen2-base"),
@@ -458,8 +459,7 @@ say(f"Every route but one takes the student from "
 # answers (teacher forcing, the last 50 training steps):
 
 # %%
-for answer in pd.read_json(RUNS / "ch14_kd_reverse_seed0_cpu" / "answers.jsonl.gz",
-                           lines=True)["completion"].head(2):
+for answer in answers_of["kd_reverse", 0]["completion"].head(2):
     print(answer)
 token_acc = pd.Series({
     label: np.mean([pd.read_csv(RUNS / f"ch14_{arm}_seed{seed}_cpu" / "metrics.csv")
@@ -526,16 +526,17 @@ say(f"The student base answers a share "
 # %%
 EARLY_DIR = MODELS / "mini-qwen2-base-300"
 early_card = pd.read_csv(EARLY_DIR / "eval.csv", index_col=0)
+early_held = {(arm, seed): pd.read_csv(RUNS / f"ch14_early_{arm}_seed{seed}_cpu"
+                                       / "heldout.csv", index_col=0).loc["greedy"]
+              for arm in ("rl", "sft") for seed in (0, 1)}
 early = pd.DataFrame({
-    label: [pd.read_csv(RUNS / f"ch14_early_{arm}_seed{seed}_cpu" / "heldout.csv",
-                        index_col=0).loc["greedy", "strict_acc"] for seed in (0, 1)]
+    label: [early_held[arm, seed]["strict_acc"] for seed in (0, 1)]
     for arm, label in (("rl", "RL"), ("sft", "distil (SFT)"))}, index=[0, 1])
 early.index.name = "seed"
 display(early)
 rl_early = [pd.read_csv(RUNS / f"ch14_early_rl_seed{seed}_cpu" / "metrics.csv")
             for seed in (0, 1)]
-early_format = [pd.read_csv(RUNS / f"ch14_early_rl_seed{seed}_cpu" / "heldout.csv",
-                           index_col=0).loc["greedy", "format_rate"] for seed in (0, 1)]
+early_format = [early_held["rl", seed]["format_rate"] for seed in (0, 1)]
 say(f"This base answers {early_card.loc['greedy', 'strict_acc']:.3f} of the held-out "
     f"problems greedily and {early_card.loc['sampled', 'pass_at_k']:.3f} with any of "
     f"{early_card.loc['sampled', 'k']:.0f} samples. RL from it ends at "
@@ -617,18 +618,17 @@ def by_kind(answers):
 
 kind_table = pd.DataFrame({"problems": problems["kind"].value_counts(),
                            "teacher": by_kind(teacher_answers)})
-for arm in ("rl", "sft", "kd"):
-    kind_table[ARMS[arm]] = pd.concat([by_kind(pd.read_json(
-        RUNS / f"ch14_{arm}_seed{seed}_cpu" / "answers.jsonl.gz", lines=True))
-        for seed in (0, 1)], axis=1).mean(axis=1)
+kind_seeds = {arm: [by_kind(answers_of[arm, seed]) for seed in (0, 1)]
+              for arm in ("rl", "sft", "kd")}  # share right per kind, per seed
+for arm, seeds in kind_seeds.items():
+    kind_table[ARMS[arm]] = pd.concat(seeds, axis=1).mean(axis=1)
 display(kind_table.sort_values("distil (SFT)").round(2))
 
 # %%
 worst = kind_table[kind_table["problems"] >= 20]["distil (SFT)"].idxmin()
 row = kind_table.loc[worst]
-per_seed = {arm: [by_kind(pd.read_json(RUNS / f"ch14_{arm}_seed{seed}_cpu"
-                                       / "answers.jsonl.gz", lines=True))[worst]
-                  for seed in (0, 1)] for arm in ("rl", "sft", "kd")}
+per_seed = {arm: [kinds[worst] for kinds in seeds]
+            for arm, seeds in kind_seeds.items()}
 apart = min(per_seed["rl"]) > max(per_seed["sft"] + per_seed["kd"])
 p_mid = row["distil (SFT)"]
 say(f"The distilled students are weakest on problems of {worst} "
