@@ -37,8 +37,8 @@
 #   language-consistency reward of {doc}`03_rule_rewards`, trained with in
 #   {doc}`11_language_consistency`.
 # - **Rambling repetition**, a step written four times: {ref}`ch09-repetition`.
-# - **A few self-corrections**, `Wait, * comes before + ...`: the "aha moment", in a
-#   later part of the book (in preparation).
+# - **A few self-corrections**, `Wait, * comes before + ...`: the "aha moment",
+#   {doc}`15_test_time_scaling`.
 #
 # Everything here is one setting away from a real model:
 # `load_model_and_tokenizer("Qwen/Qwen2.5-0.5B-Instruct")` goes through the same code

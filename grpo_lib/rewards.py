@@ -41,7 +41,7 @@ __all__ = [
     "reasoning_steps_reward", "length_reward", "cosine_scaled_reward",
     "length_bonus_reward", "repetition_penalty_reward", "soft_overlong_punishment",
     "combine_rewards", "CombinedReward", "with_params", "reward_name",
-    "REWARD_FUNCTIONS", "countdown_sound_attempt_reward",
+    "REWARD_FUNCTIONS", "countdown_sound_attempt_reward", "process_reward",
 ]
 
 RewardFunction = Callable[..., list]
@@ -772,6 +772,26 @@ def countdown_sound_attempt_reward(completions: list[str],
     return out
 
 
+def process_reward(completions: list[str], question: Sequence | None = None,
+                   **kwargs) -> list[float]:
+    r"""A process reward by rule for the arithmetic task: 1.0 when the reasoning has
+    at least one step and every step is right, else 0.0.
+
+    .. math:: r = \prod_{s \in \text{steps}} [\,s \text{ is right}\,]
+
+    Steps and their grades are :func:`grpo_lib.test_time.step_labels`: each operation
+    must be true and leave an expression with the problem's value, so a left-to-right
+    trace loses the reward at its first wrong step even when its arithmetic holds,
+    and a right answer reached through a false step earns nothing (chapter 15).
+    """
+    from .test_time import process_ok
+
+    fn = "process_reward"
+    texts = _texts(completions, fn)
+    question = _column(question, "question", len(texts), fn, "['2 + 3 * 4']")
+    return [float(process_ok(t, str(q))) for t, q in zip(texts, question)]
+
+
 REWARD_FUNCTIONS: dict[str, RewardFunction] = {
     f.__name__: f for f in (
         format_reward, soft_format_reward, accuracy_reward, answer_anywhere_reward,
@@ -781,7 +801,7 @@ REWARD_FUNCTIONS: dict[str, RewardFunction] = {
         countdown_sound_attempt_reward, language_consistency_reward,
         reasoning_steps_reward, length_reward,
         cosine_scaled_reward, length_bonus_reward, repetition_penalty_reward,
-        soft_overlong_punishment,
+        soft_overlong_punishment, process_reward,
     )
 }
 """Every reward function by name, for configs: ``REWARD_FUNCTIONS["format_reward"]``."""

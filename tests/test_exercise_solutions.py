@@ -356,6 +356,16 @@ def _ch21_answer_not_under_reward_model(row, task, split, index):
                            "question": row["question"], "answer": row["answer"]}}
 
 
+def _ch15_equations_only(text, question):
+    """Grades each equation of the reasoning and nothing else."""
+    from grpo_lib.rejection import _EQUATION, _holds
+    from grpo_lib.parsing import think_text
+
+    equations = _EQUATION.findall(think_text(text) or "")
+    return next((i for i, (left, right) in enumerate(equations)
+                 if not _holds(left, right)), None)
+
+
 def _ch14_topk_not_renormalised(s, t, k):
     top = t.topk(k, dim=-1)
     p_t = t.softmax(-1).gather(-1, top.indices)
@@ -454,6 +464,12 @@ WRONG_ATTEMPTS = {
                                - (t / tau).softmax(-1), "Short by a factor tau"),
     # the teacher's top-k probabilities not renormalised
     "ch14.check_topk_kl": (_ch14_topk_not_renormalised, "renormalised"),
+    # drawn with replacement
+    "ch15.check_pass_at_k": (lambda n, c, k: 1 - (1 - c / n) ** k, "with replacement"),
+    # collections.Counter.most_common: a missing answer can win
+    "ch15.check_majority_vote": (lambda a: max(a, key=a.count), "must not win"),
+    # equations only: left to right passes
+    "ch15.check_first_wrong_step": (_ch15_equations_only, "after 'now'"),
     "ch21.check_verl_row": (_ch21_answer_not_under_reward_model, "ground_truth"),
     "ch21.check_loss_agg": (lambda t: "token-mean", "averages each completion"),
 }

@@ -386,7 +386,8 @@ def test_combine_rewards_errors():
 
 # ----------------------------------------------------------------------------- contracts
 def test_every_reward_swallows_extra_columns_and_has_a_name():
-    cols = dict(answer=["14"], numbers=[[14]], target=[14], prompt=["p"], extra=[1])
+    cols = dict(answer=["14"], numbers=[[14]], target=[14], prompt=["p"], extra=[1],
+                question=["2 + 3 * 4"])
     for name, fn in REWARD_FUNCTIONS.items():
         assert fn.__name__ == name
         assert len(fn([O2], **cols)) == 1
@@ -398,7 +399,8 @@ def test_adversarial_completions_score_within_one_second(name):
     labels = list(ADVERSARIAL)
     completions = [ADVERSARIAL[k] for k in labels]
     n = len(completions)
-    cols = dict(answer=["14"] * n, numbers=[[1, 2]] * n, target=[3] * n)
+    cols = dict(answer=["14"] * n, numbers=[[1, 2]] * n, target=[3] * n,
+                question=["2 + 3 * 4"] * n)
     scores = dict(zip(labels, timed(fn, completions, **cols)))
     assert all(math.isfinite(s) for s in scores.values())
     floors = {"format_reward": 0.0, "soft_format_reward": 0.0, "accuracy_reward": 0.0,
@@ -409,7 +411,8 @@ def test_adversarial_completions_score_within_one_second(name):
               "countdown_sound_attempt_reward": 0.0, "language_consistency_reward": 0.0,
               "reasoning_steps_reward": 0.0, "repetition_penalty_reward": 0.0,
               "soft_overlong_punishment": 0.0, "length_reward": 0.0,
-              "cosine_scaled_reward": -1.0, "length_bonus_reward": 0.0}
+              "cosine_scaled_reward": -1.0, "length_bonus_reward": 0.0,
+              "process_reward": 0.0}
     for label in ("none", "float", "nan", "empty"):
         assert scores[label] == floors[name], (label, scores[label])
 

@@ -1,0 +1,199 @@
+"""Test-time scaling: more compute for one problem at inference (chapter 15).
+
+In parallel, draw :math:`n` answers to a problem and combine them:
+
+===========================  ==========================================================
+``pass_at_k(n, c, k)``       the chance that at least one of :math:`k` of the
+                             :math:`n` answers (:math:`c` of them right) is right:
+                             :math:`1 - \\binom{n-c}{k} / \\binom{n}{k}`
+``majority_vote(answers)``   the most frequent answer (self-consistency; R1's
+                             ``cons@64``)
+``verified_vote``            the majority among the answers a verifier accepts
+``vote_at_k``                the expected accuracy of a vote over :math:`k` answers
+===========================  ==========================================================
+
+In sequence, :func:`force_wait` makes a model think longer (budget forcing): the end of
+its reasoning is replaced by ``" Wait,"`` and it goes on.
+
+:func:`step_labels` grades each step of an arithmetic trace, the process supervision
+that the R1 paper could not define for general reasoning: a step is right when its
+equation holds and the expression it leaves still has the problem's value.
+"""
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from math import prod
+
+from .parsing import THINK_CLOSE, parse_number, think_text
+from .safe_math import safe_eval
+from .tasks.arithmetic import evaluate_expression
+
+__all__ = ["pass_at_k", "majority_vote", "verified_vote", "vote_at_k", "step_labels",
+           "first_wrong_step", "process_ok", "force_wait", "WAIT_CUE"]
+
+WAIT_CUE = " Wait,"
+"""What budget forcing writes where the model wanted to stop thinking."""
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``n`` answers of which ``c`` are right (Chen et al., 2021):
+    :math:`1 - \\binom{n-c}{k} / \\binom{n}{k} = 1 - \\prod_{i=n-c+1}^{n} (1 - k/i)`."""
+    if not (isinstance(n, int) and isinstance(c, int) and isinstance(k, int)):
+        raise TypeError(f"pass_at_k takes integers, got n={n!r}, c={c!r}, k={k!r}")
+    if not 1 <= k <= n or not 0 <= c <= n:
+        raise ValueError(f"pass_at_k needs 1 <= k <= n and 0 <= c <= n, got n={n}, "
+                         f"c={c}, k={k}")
+    if n - c < k:  # every draw of k answers holds a right one
+        return 1.0
+    return 1.0 - prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def _key(answer) -> str | None:
+    """An answer as a vote counts it: a number by its value (``14``, ``14.0`` and
+    ``"14"`` are one answer, ``"14"``), other text with its spaces collapsed, ``None``
+    for no answer (``None``, NaN, blank)."""
+    if answer is None or (isinstance(answer, float) and answer != answer):  # NaN
+        return None
+    value = parse_number(answer)
+    if value is not None:
+        return str(value)
+    text = " ".join(str(answer).split())
+    return text or None
+
+
+def majority_vote(answers: Sequence) -> str | None:
+    """The most frequent answer, compared by value (:func:`_key`); a tie goes to the
+    one seen first. Missing answers (``None``, NaN, blank) do not vote; ``None`` when
+    no answer is left."""
+    counts = Counter(k for k in map(_key, answers) if k is not None)
+    if not counts:
+        return None
+    top = max(counts.values())
+    return next(k for k in map(_key, answers) if counts.get(k) == top)
+
+
+def verified_vote(answers: Sequence, verified: Sequence[bool]) -> str | None:
+    """:func:`majority_vote` over the answers whose ``verified`` flag is true; over all
+    of them when the verifier accepts none."""
+    if len(answers) != len(verified):
+        raise ValueError(f"{len(answers)} answers but {len(verified)} verifier flags")
+    kept = [a for a, ok in zip(answers, verified) if ok]
+    return majority_vote(kept if any(_key(a) is not None for a in kept) else answers)
+
+
+def vote_at_k(answers: Sequence, gold, k: int, draws: int = 64, seed: int = 0,
+              vote: Callable | None = None, verified: Sequence[bool] | None = None
+              ) -> float:
+    """Expected accuracy of voting over ``k`` of one problem's ``n`` answers: the
+    share of ``draws`` random subsets of size ``k`` whose vote equals ``gold``.
+
+    ``vote`` defaults to :func:`majority_vote`, or :func:`verified_vote` when
+    ``verified`` flags are given. ``k = n`` is one exact draw."""
+    n = len(answers)
+    if not 1 <= k <= n:
+        raise ValueError(f"vote_at_k needs 1 <= k <= {n} (the answers given), got {k}")
+    if verified is not None and len(verified) != n:
+        raise ValueError(f"{n} answers but {len(verified)} verifier flags")
+    gold, rng = _key(gold), random.Random(seed)
+    hits = 0
+    subsets = [list(range(n))] if k == n else [rng.sample(range(n), k)
+                                                for _ in range(draws)]
+    for idx in subsets:
+        picked = [answers[i] for i in idx]
+        if verified is None:
+            winner = (vote or majority_vote)(picked)
+        else:
+            winner = (vote or verified_vote)(picked, [verified[i] for i in idx])
+        hits += winner is not None and winner == gold
+    return hits / len(subsets)
+
+
+_SENTENCE = re.compile(r"(?<=\.)\s+")
+_STEP = re.compile(r"^(?:\w+:?\s+)?(?P<a>-?\d+)\s*(?P<op>[-+*/])\s*(?P<b>-?\d+)\s*=\s*"
+                   r"(?P<value>-?\d+)(?:,\s*(?:now|现在)\s*(?P<rest>.+?))?\.?$")
+
+
+def _value(expression: str):
+    """The exact value of an expression, ``None`` when it is not one."""
+    try:
+        return safe_eval(expression)
+    except (ValueError, ArithmeticError, TypeError):
+        return None
+
+
+def step_labels(text, question: str) -> list[tuple[str, bool]]:
+    """Each step of the reasoning with its grade: ``[(step, right), ...]``.
+
+    A step is a sentence of the think block that states one operation, ``"Then
+    3 * 4 = 12, now 2 + 12."``. It is right when the operation is true *and* what it
+    leaves (the expression after ``now``, or its result when it ends the trace) still
+    has the value of ``question``. A check (``"Check: 14 - 12 = 2."``) needs only to be
+    true. Sentences without an operation ("* comes before + and -.") are not steps.
+    Empty when there is no closed think block. Never raises on a completion."""
+    think = think_text(text)
+    if not think:
+        return []
+    target = evaluate_expression(question)
+    labels = []
+    for sentence in _SENTENCE.split(think):
+        sentence = sentence.strip()
+        m = _STEP.match(sentence)
+        if m is None:
+            continue
+        true = _value(f"{m['a']} {m['op']} {m['b']}") == int(m["value"])
+        if sentence.lower().startswith("check"):
+            labels.append((sentence, true))
+            continue
+        left = m["rest"] if m["rest"] is not None else m["value"]
+        labels.append((sentence, true and _value(left) == target))
+    return labels
+
+
+def first_wrong_step(text, question: str) -> int | None:
+    """Index of the first wrong step of :func:`step_labels`; ``None`` when all are
+    right (or there are none)."""
+    return next((i for i, (_, ok) in enumerate(step_labels(text, question))
+                 if not ok), None)
+
+
+def process_ok(text, question: str) -> bool:
+    """The process verifier: at least one step, and every step right."""
+    labels = step_labels(text, question)
+    return bool(labels) and all(ok for _, ok in labels)
+
+
+def _thinking_prefix(completion: str) -> str:
+    """The completion up to where it stops thinking, with the cue appended."""
+    cut = completion.find(THINK_CLOSE)
+    if cut < 0:
+        cut = completion.find("<answer>")
+    return (completion if cut < 0 else completion[:cut]).rstrip() + WAIT_CUE
+
+
+def force_wait(model, tokenizer, prompts: Sequence[str], completions: Sequence[str],
+               times: int = 1, **generate_kwargs) -> list[list[str]]:
+    """Budget forcing (Muennighoff et al., 2025): ``times`` rounds of cutting each
+    completion where its reasoning ends (``</think>``, else ``<answer>``), writing
+    :data:`WAIT_CUE` and letting the model continue.
+
+    ``prompts`` are rendered strings (the chat template applied); ``generate_kwargs``
+    go to :func:`grpo_lib.sampling.generate` (``do_sample=False`` for greedy). Returns
+    one list per round of the forced completions (cue and continuation included)."""
+    from .sampling import generate
+
+    if len(prompts) != len(completions):
+        raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+    if not isinstance(times, int) or times < 1:
+        raise ValueError(f"times (rounds of forcing) must be an integer >= 1, got "
+                         f"{times!r}")
+    rounds, current = [], list(completions)
+    for _ in range(times):
+        prefixes = [_thinking_prefix(c) for c in current]
+        more = generate(model, tokenizer, [p + x for p, x in zip(prompts, prefixes)],
+                        **generate_kwargs).texts
+        current = [x + m for x, m in zip(prefixes, more)]
+        rounds.append(current)
+    return rounds

@@ -1,0 +1,164 @@
+"""grpo_lib.test_time: votes, pass@k, step grades and budget forcing."""
+from itertools import combinations
+from math import comb
+
+import pytest
+
+from grpo_lib.models import load_model_and_tokenizer
+from grpo_lib.rewards import REWARD_FUNCTIONS, process_reward
+from grpo_lib.tasks.arithmetic import DATA_DIR
+from grpo_lib.test_time import (WAIT_CUE, first_wrong_step, force_wait, majority_vote,
+                                pass_at_k, process_ok, step_labels, verified_vote,
+                                vote_at_k)
+
+TINY_BASE = DATA_DIR.parents[1] / "data" / "models" / "tiny-qwen2-base"
+Q = "3 + 6 + 5 * 2"  # = 19; left to right gives 28
+RIGHT = ("<think> First 5 * 2 = 10, now 3 + 6 + 10. Then 3 + 6 = 9, now 9 + 10. "
+         "Finally 9 + 10 = 19. </think> <answer> 19 </answer>")
+LEFT_TO_RIGHT = ("<think> First 3 + 6 = 9, now 9 + 5 * 2. Then 9 + 5 = 14, now 14 * 2. "
+                 "Finally 14 * 2 = 28. </think> <answer> 28 </answer>")
+
+
+@pytest.mark.parametrize("n,c,k", [(5, 0, 1), (5, 2, 1), (5, 2, 2), (6, 3, 4),
+                                   (16, 1, 16), (10, 10, 3), (8, 5, 4)])
+def test_pass_at_k_is_the_share_of_k_subsets_holding_a_right_answer(n, c, k):
+    right = set(range(c))
+    subsets = list(combinations(range(n), k))
+    expected = sum(bool(right & set(s)) for s in subsets) / len(subsets)
+    assert pass_at_k(n, c, k) == pytest.approx(expected)
+    assert pass_at_k(n, c, k) == pytest.approx(1 - comb(n - c, k) / comb(n, k))
+
+
+def test_pass_at_1_is_the_share_right():
+    assert pass_at_k(16, 5, 1) == pytest.approx(5 / 16)
+
+
+@pytest.mark.parametrize("n,c,k", [(4, 1, 5), (4, 5, 1), (4, 1, 0), (0, 0, 0)])
+def test_pass_at_k_rejects_impossible_counts(n, c, k):
+    with pytest.raises(ValueError, match="pass_at_k needs"):
+        pass_at_k(n, c, k)
+
+
+def test_pass_at_k_rejects_non_integers():
+    with pytest.raises(TypeError, match="integers"):
+        pass_at_k(4.0, 1, 1)
+
+
+def test_majority_vote_ties_go_to_the_first_seen_and_blanks_do_not_vote():
+    assert majority_vote(["20", "14", "14", "20"]) == "20"
+    assert majority_vote([None, " 14 ", "", float("nan"), "20", "14"]) == "14"
+    assert majority_vote([None, "", float("nan")]) is None
+    assert majority_vote([14.0, "20", " 14 ", "20", "20/1"]) == "20"  # by value
+    assert majority_vote(["twenty", "14.0", "twenty"]) == "twenty"
+    assert majority_vote([]) is None
+
+
+def test_verified_vote_prefers_accepted_answers_and_falls_back_to_all():
+    assert verified_vote(["20", "20", "14"], [False, False, True]) == "14"
+    assert verified_vote(["20", "20", "14"], [False, False, False]) == "20"
+    assert verified_vote(["20", None], [False, True]) == "20"  # accepted but blank
+    with pytest.raises(ValueError, match="2 answers but 1 verifier"):
+        verified_vote(["1", "2"], [True])
+
+
+def test_vote_at_k_counts_the_subsets_whose_vote_is_right():
+    answers = ["14", "20", "20"]
+    assert vote_at_k(answers, "20", 3) == 1.0  # k = n: the one exact vote
+    assert vote_at_k(answers, "14", 3) == 0.0
+    # k = 1: each answer alone; ~1/3 of draws pick "14"
+    assert vote_at_k(answers, "14", 1, draws=3000) == pytest.approx(1 / 3, abs=0.03)
+    assert vote_at_k(answers, "14", 3, verified=[True, False, False]) == 1.0
+    with pytest.raises(ValueError, match="1 <= k <= 3"):
+        vote_at_k(answers, "14", 4)
+    with pytest.raises(ValueError, match="verifier flags"):
+        vote_at_k(answers, "14", 2, verified=[True])
+
+
+def test_step_labels_find_where_left_to_right_goes_wrong():
+    assert [ok for _, ok in step_labels(RIGHT, Q)] == [True, True, True]
+    # 3 + 6 = 9 leaves 9 + 5 * 2 = 19 (still right); 9 + 5 = 14 leaves 28
+    assert [ok for _, ok in step_labels(LEFT_TO_RIGHT, Q)] == [True, False, False]
+    assert first_wrong_step(LEFT_TO_RIGHT, Q) == 1
+    assert first_wrong_step(RIGHT, Q) is None
+    assert process_ok(RIGHT, Q) and not process_ok(LEFT_TO_RIGHT, Q)
+
+
+def test_a_false_equation_and_a_right_answer_is_caught():
+    lucky = ("<think> First 5 * 2 = 11, now 3 + 6 + 10. Then 3 + 6 = 9, now 9 + 10. "
+             "Finally 9 + 10 = 19. </think> <answer> 19 </answer>")
+    assert first_wrong_step(lucky, Q) == 0
+
+
+def test_checks_need_only_be_true_and_rules_are_not_steps():
+    text = ("<think> * comes before + and -. First 5 * 2 = 10, now 3 + 6 + 10. Then "
+            "3 + 6 = 9, now 9 + 10. Then 9 + 10 = 19. Check: 19 - 10 = 9. </think>")
+    labels = step_labels(text, Q)
+    assert len(labels) == 4 and all(ok for _, ok in labels)
+    assert not step_labels(text.replace("19 - 10 = 9", "19 - 10 = 8"), Q)[-1][1]
+
+
+def test_a_self_correction_starts_with_a_wrong_step_and_chinese_steps_count():
+    text = ("<think> First 3 + 6 = 9. Wait, * comes before + and -. Let me recheck. "
+            "首先 5 * 2 = 10, 现在 3 + 6 + 10. Then 3 + 6 = 9, now 9 + 10. Finally "
+            "9 + 10 = 19. </think> <answer> 19 </answer>")
+    assert [ok for _, ok in step_labels(text, Q)] == [False, True, True, True]
+
+
+@pytest.mark.parametrize("text", [None, "", "no think", "<think> unclosed",
+                                  "<think> 9**9**9**9 = 1, now 9**9**9**9. </think>",
+                                  "<think> First 2 + 2 = 4, now 9 ** 9 ** 9. </think>",
+                                  "<think> First 1 / 0 = 0, now 1 / 0. </think>"])
+def test_step_labels_never_raise_on_completions(text):
+    labels = step_labels(text, Q)
+    assert all(not ok for _, ok in labels)
+    assert not process_ok(text, Q)
+
+
+def test_force_wait_cuts_at_the_end_of_thinking_and_continues(monkeypatch):
+    seen = []
+
+    class Out:
+        def __init__(self, texts):
+            self.texts = texts
+
+    def fake_generate(model, tokenizer, prompts, **kwargs):
+        seen.append(list(prompts))
+        return Out([" then more. </think> <answer> 1 </answer>"] * len(prompts))
+
+    monkeypatch.setattr("grpo_lib.sampling.generate", fake_generate)
+    rounds = force_wait(None, None, ["P1|", "P2|"],
+                        ["<think> a. </think> <answer> 2 </answer>", "b <answer> 3"],
+                        times=2, do_sample=False)
+    assert seen[0] == ["P1|<think> a." + WAIT_CUE, "P2|b" + WAIT_CUE]
+    assert rounds[0][0] == ("<think> a." + WAIT_CUE
+                            + " then more. </think> <answer> 1 </answer>")
+    assert seen[1][0] == "P1|<think> a." + WAIT_CUE + " then more." + WAIT_CUE
+    assert len(rounds) == 2
+
+
+def test_force_wait_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="2 prompts but 1"):
+        force_wait(None, None, ["a", "b"], ["x"])
+    with pytest.raises(ValueError, match="times"):
+        force_wait(None, None, ["a"], ["x"], times=0)
+
+
+def test_force_wait_runs_the_tiny_base():
+    model, tokenizer = load_model_and_tokenizer(TINY_BASE)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "2 + 3 * 4"}],
+                                           add_generation_prompt=True, tokenize=False)
+    (forced,) = force_wait(model, tokenizer, [prompt], ["<think> 3 * 4 = 12. </think>"],
+                           do_sample=False, max_new_tokens=4)
+    assert forced[0].startswith("<think> 3 * 4 = 12." + WAIT_CUE)
+    assert len(forced[0]) > len("<think> 3 * 4 = 12." + WAIT_CUE)
+
+
+def test_process_reward_pays_for_right_steps_only():
+    lucky = RIGHT.replace("5 * 2 = 10", "5 * 2 = 11")
+    texts = [RIGHT, LEFT_TO_RIGHT, lucky, None, 3.5, "<answer> 19 </answer>"]
+    assert process_reward(texts, question=[Q] * 6) == [1.0, 0, 0, 0, 0, 0]
+    assert REWARD_FUNCTIONS["process_reward"] is process_reward
+    with pytest.raises(TypeError, match="process_reward needs the column 'question'"):
+        process_reward([RIGHT])
+    with pytest.raises(ValueError, match="question has 1 entries but there are 2"):
+        process_reward([RIGHT, RIGHT], question=[Q])
