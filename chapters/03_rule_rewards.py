@@ -269,7 +269,7 @@ hostile = {
 hostile_texts = list(hostile.values())
 n_hostile = len(hostile_texts)
 columns = dict(answer=["14"] * n_hostile, numbers=[[2, 3, 4]] * n_hostile,
-               target=[14] * n_hostile)
+               target=[14] * n_hostile, question=["2 + 3 * 4"] * n_hostile)
 scores, seconds = {}, {}
 for name, fn in R.REWARD_FUNCTIONS.items():
     start = time.perf_counter()

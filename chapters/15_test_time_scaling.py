@@ -304,8 +304,8 @@ say(f"Forcing one more look costs every model its accuracy: the base falls from 
 # nothing in particular, and the model, which never learned to re-read the question,
 # drifts into arithmetic on numbers of its own. Budget forcing adds computation, not
 # the skill to use it: s1 first fine-tuned its model on 1,000 long reasoning traces
-# that do verify their work, and forced more thinking only then. The same holds for
-# R1's length: it helped because the model had learned what to do with the tokens.
+# (its s1K set), and forced more thinking only then. R1's longer answers helped for
+# the same reason: RL had taught the model what to do with the tokens.
 #
 # ## Thinking wider: many samples and a vote
 #
@@ -579,8 +579,8 @@ say(f"Self-correcting rollouts, both seeds pooled: at step 10, "
 # iterating self-search remained a challenge.
 #
 # The size of the space is easy to measure on the book's models. A step of the
-# base's reasoning is a dozen tokens drawn from the tokenizer's vocabulary; on this
-# task, though, a step only chooses which operation to do next:
+# base's reasoning is a run of tokens, each drawn from the tokenizer's vocabulary; on
+# this task, though, a step only chooses which operation to do next:
 
 # %%
 _, tokenizer = load_model_and_tokenizer(MODELS / "tiny-qwen2-base")
@@ -602,15 +602,15 @@ say(f"A step takes {tokens_per_step:.1f} tokens on average and the vocabulary ha
 # On a task whose steps are few and gradable, a search over steps is small and its
 # value function is free: the step grader above is a perfect one. That is why the
 # verified vote works here, and why it does not carry over: for a proof or a program
-# the steps are open-ended, the tree is the token tree, and the value of a half
-# written argument must be learned. This is the setting where R1 found plain RL on
-# outcomes, with many samples per problem, the better use of compute.
+# the steps are open-ended, the tree is the token tree, and the value of a
+# half-written argument must be learned. That is the setting in which R1 gave up MCTS
+# and kept to RL on outcomes.
 #
 # ## Summary
 #
 # - **Length**: on this task RL does not lengthen the answers; their length follows
-#   the number of operations. R1-Zero's growing length was learned because longer
-#   search paid on its problems, not because RL lengthens answers by itself.
+#   the number of operations. RL does not lengthen answers by itself; R1-Zero's
+#   grew on problems where, presumably, a longer search paid.
 # - **The aha moment**: the base model already self-corrects, and on the problems
 #   where it does, that rescues many of the answers that start the wrong way;
 #   RL still drives it out, because the direct trace beats it in the groups. A
