@@ -57,12 +57,13 @@ from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.parsing import has_self_correction
 from grpo_lib.profiles import profile
 from grpo_lib.rewards import process_reward
-from grpo_lib.runs import load_seeds
+from grpo_lib.runs import final_eval, load_seeds
 from grpo_lib.sampling import generate
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR, evaluate_expression
 from grpo_lib.test_time import (first_wrong_step, force_wait, majority_vote,
-                                pass_at_k, process_ok, step_labels, vote_at_k)
+                                pass_at_k, process_ok, rollout_value, step_labels,
+                                step_search, step_value, vote_at_k)
 
 P = profile()
 pd.set_option("display.precision", 3)
@@ -489,11 +490,24 @@ print("cold start + RL:", cold[cold["correct"] & ~cold["process_ok"]].loc[
 # ## A process reward in RL
 #
 # The paper's third objection is about training: a learned PRM invites reward
-# hacking, and retraining it costs resources and complicates the pipeline. A rule
-# cannot be hacked the way a learned model can, so the experiment here asks the
-# question that is left: does paying for right steps, on top of the right answer,
-# help RL? `process_reward` pays 1 when every step is right; chapter 7's recipe ran
-# with it (weight 1) and without it, two seeds each:
+# hacking, and retraining it costs resources and complicates the pipeline. Chapter
+# 13 measured the first half with a learned reward of answers rather than steps,
+# trained from a judge's preferences, in chapter 7's recipe:
+
+# %%
+learned = final_eval(load_seeds("ch13_reward_model"))
+rule = final_eval(load_seeds("ch13_rule"))
+say(f"With the learned reward, held-out strict accuracy ended at "
+    f"{' / '.join(f'{v:.3f}' for v in learned)} (two seeds), against "
+    f"{' / '.join(f'{v:.3f}' for v in rule)} with the rule reward, from "
+    f"{overview.loc['base', 'greedy accuracy']:.3f}: the policy raised the reward "
+    f"model's score and lost its arithmetic.")
+
+# %% [markdown]
+# A rule cannot be hacked the way a learned model can, so the experiment here asks
+# the question that is left: does paying for right steps, on top of the right
+# answer, help RL? `process_reward` pays 1 when every step is right; chapter 7's
+# recipe ran with it (weight 1) and without it, two seeds each:
 
 # %%
 show_source(process_reward, start="fn = ")
@@ -599,12 +613,70 @@ say(f"A step takes {tokens_per_step:.1f} tokens on average and the vocabulary ha
     f"one per order of the operations.")
 
 # %% [markdown]
-# On a task whose steps are few and gradable, a search over steps is small and its
-# value function is free: the step grader above is a perfect one. That is why the
-# verified vote works here, and why it does not carry over: for a proof or a program
-# the steps are open-ended, the tree is the token tree, and the value of a
-# half-written argument must be learned. That is the setting in which R1 gave up MCTS
-# and kept to RL on outcomes.
+# The tree over steps is small, but a search through it needs a value for each
+# state: how likely a right answer is from there. A perfect judge of steps is not
+# that. For `3 + 6 + 5 * 2`, "First 3 + 6 = 9, now 9 + 5 * 2." is a right step, but
+# the base model met that opening only in its left-to-right answers and goes on left
+# to right from it. `step_search` makes the difference measurable. It writes one step
+# per round: it draws four continuations, keeps the next step of the first one its
+# value accepts, and goes on from there. Two values:
+#
+# - `step_value` grades the candidate's next step with the step grader;
+# - `rollout_value` grades the whole answer the candidate's own sample goes on to
+#   write: a one-rollout Monte Carlo estimate of where the step leads, which is how
+#   MCTS values a leaf when it has no value model.
+
+# %%
+show_source(step_value, start="head, kind = _next_step")
+show_source(rollout_value, docstring=False)
+
+# %%
+N_SEARCH = P.pick(smoke=16, cpu=200, gpu=500)
+model, tokenizer = load_model_and_tokenizer(MODELS / "tiny-qwen2-base", device=P.device)
+search_rows = [dataset[i] for i in range(N_SEARCH)]
+prompts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+           for p in build_prompts(search_rows)]
+questions = [r["question"] for r in search_rows]
+searches = {name: step_search(model, tokenizer, prompts, questions, value=value,
+                              width=4, batch_size=256)
+            for name, value in (("step_value", step_value),
+                                ("rollout_value", rollout_value))}
+base_first = base[base["prompt_index"] < N_SEARCH]
+search_table = pd.DataFrame({
+    name: {"accuracy": np.mean([completion_correct(c, r) for c, r in
+                                zip(result.completions, search_rows)]),
+           "continuations per problem": np.mean(result.candidates),
+           "tokens per problem": np.mean(result.tokens)}
+    for name, result in searches.items()}).T
+for k in (4, 16):  # whole answers that pass the grader, voted (the committed samples)
+    search_table.loc[f"verified vote, k = {k}"] = [
+        np.mean([vote_at_k(g["strict_pred"].tolist(), g["answer"].iloc[0], k,
+                           verified=g["process_ok"].tolist())
+                 for _, g in base_first.groupby("prompt_index")]),
+        k, k * base_first["length"].mean()]
+display(search_table)
+st = search_table
+say(f"On the first {N_SEARCH} held-out problems the base model's single samples are "
+    f"right {base_first['correct'].mean():.3f} of the time. A step search guided by "
+    f"the step grader reaches {st.loc['step_value', 'accuracy']:.3f}; guided by one "
+    f"rollout per candidate, {st.loc['rollout_value', 'accuracy']:.3f}, for about "
+    f"{st.loc['rollout_value', 'continuations per problem']:.0f} sampled "
+    f"continuations and {st.loc['rollout_value', 'tokens per problem']:.0f} tokens "
+    f"per problem. A vote among 4 whole answers that pass the grader reaches "
+    f"{st.loc['verified vote, k = 4', 'accuracy']:.3f} for "
+    f"{st.loc['verified vote, k = 4', 'tokens per problem']:.0f} tokens.")
+
+# %% [markdown]
+# A perfect judge of steps guides the search less well than a crude estimate of where
+# each step leads: a step can be right and still lead where the model cannot follow.
+# That is the R1 paper's difficulty in small: the search is only as good as its
+# value, and the value of partial reasoning is hard to get. And on this task neither
+# search is worth its cost, since voting among whole answers that pass the grader
+# does better for fewer tokens: where whole answers can be checked, sampling more of
+# them is the simpler search. For a proof or a program nothing checks a partial
+# answer by rule: the steps are open-ended, the tree is the token tree, and the
+# value of a half-written argument must be learned. That is the setting in which R1
+# gave up MCTS and kept to RL on outcomes.
 #
 # ## Summary
 #
@@ -620,10 +692,11 @@ say(f"A step takes {tokens_per_step:.1f} tokens on average and the vocabulary ha
 # - **Voting**: maj@k helps little where the model's most frequent answer is wrong;
 #   pass@k shows the base could already write almost every right answer, and a step
 #   grader turns that into accuracy.
-# - **PRM and MCTS**: on a task with gradable steps both are cheap and reranking with
-#   the grader works; as a reward it changed little over the outcome reward here,
-#   and it pays nothing for a self-correction. The paper's objections are about
-#   tasks without such a grader.
+# - **PRM and MCTS**: on a task with gradable steps, reranking with the grader works;
+#   as a reward it changed little over the outcome reward here, and it pays nothing
+#   for a self-correction. A search over steps needs the value of where a step leads,
+#   not its grade, and here lost to voting among verified whole answers. The paper's
+#   objections are about tasks without such a grader.
 #
 # ## Exercises
 #

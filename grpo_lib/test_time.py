@@ -25,6 +25,7 @@ import random
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from math import prod
 
 from .parsing import THINK_CLOSE, parse_number, think_text
@@ -32,7 +33,8 @@ from .safe_math import safe_eval
 from .tasks.arithmetic import evaluate_expression
 
 __all__ = ["pass_at_k", "majority_vote", "verified_vote", "vote_at_k", "step_labels",
-           "first_wrong_step", "process_ok", "force_wait", "WAIT_CUE"]
+           "first_wrong_step", "process_ok", "force_wait", "WAIT_CUE", "step_search",
+           "SearchResult", "step_value", "rollout_value"]
 
 WAIT_CUE = " Wait,"
 """What budget forcing writes where the model wanted to stop thinking."""
@@ -124,15 +126,18 @@ def _value(expression: str):
         return None
 
 
-def step_labels(text, question: str) -> list[tuple[str, bool]]:
+def step_labels(text, question: str, keep_value: bool = True
+                ) -> list[tuple[str, bool]]:
     """Each step of the reasoning with its grade: ``[(step, right), ...]``.
 
     A step is a sentence of the think block that states one operation, ``"Then
     3 * 4 = 12, now 2 + 12."``. It is right when the operation is true *and* what it
     leaves (the expression after ``now``, or its result when it ends the trace) still
-    has the value of ``question``. A check (``"Check: 14 - 12 = 2."``) needs only to be
-    true. Sentences without an operation ("* comes before + and -.") are not steps.
-    Empty when there is no closed think block. Never raises on a completion."""
+    has the value of ``question``; with ``keep_value=False`` only the operation is
+    graded, a weaker grader that passes left-to-right steps. A check (``"Check: 14 -
+    12 = 2."``) needs only to be true. Sentences without an operation ("* comes before
+    + and -.") are not steps. Empty when there is no closed think block. Never raises
+    on a completion."""
     think = think_text(text)
     if not think:
         return []
@@ -144,7 +149,7 @@ def step_labels(text, question: str) -> list[tuple[str, bool]]:
         if m is None:
             continue
         true = _value(f"{m['a']} {m['op']} {m['b']}") == int(m["value"])
-        if sentence.lower().startswith("check"):
+        if sentence.lower().startswith("check") or not keep_value:
             labels.append((sentence, true))
             continue
         left = m["rest"] if m["rest"] is not None else m["value"]
@@ -197,3 +202,101 @@ def force_wait(model, tokenizer, prompts: Sequence[str], completions: Sequence[s
         current = [x + m for x, m in zip(prefixes, more)]
         rounds.append(current)
     return rounds
+
+
+_SENTENCE_END = re.compile(r"\.(?=\s|$)")
+
+
+def _next_step(continuation: str) -> tuple[str, str | None]:
+    """The head of a continuation up to the end of its first step, and its kind:
+    ``"step"`` (a sentence with ``=``), ``"end"`` (the reasoning closes first: the
+    whole continuation) or ``None`` (neither: cut off by the token budget)."""
+    close, equals = continuation.find(THINK_CLOSE), continuation.find("=")
+    if close >= 0 and (equals < 0 or close < equals):
+        return continuation, "end"
+    end = _SENTENCE_END.search(continuation, equals) if equals >= 0 else None
+    return (continuation[:end.end()], "step") if end else (continuation, None)
+
+
+@dataclass
+class SearchResult:
+    """What :func:`step_search` wrote and what it cost."""
+
+    completions: list[str]  # one per prompt
+    candidates: list[int]  # continuations sampled per prompt
+    tokens: list[int]  # tokens generated per prompt
+
+
+def step_value(prefix: str, continuation: str, question: str) -> bool:
+    """The value of a candidate as a step grader sees it: is its next step right
+    (:func:`step_labels`)? Local: it says nothing of where the step leads."""
+    head, kind = _next_step(continuation)
+    before = len(step_labels(prefix + THINK_CLOSE, question))
+    labels = step_labels(prefix + head + " " + THINK_CLOSE, question)
+    return kind == "step" and len(labels) == before + 1 and labels[-1][1]
+
+
+def rollout_value(prefix: str, continuation: str, question: str) -> bool:
+    """The value of a candidate from the rest of its own sample, a one-rollout Monte
+    Carlo estimate: does the whole answer it leads to pass :func:`process_ok`?"""
+    return process_ok(prefix + continuation, question)
+
+
+def _choose(prefix: str, question: str, candidates: list[str],
+            value: Callable) -> tuple[str, bool]:
+    """The continuation to keep: the first step that ``value`` accepts, else the
+    first that ends the reasoning, else the first step. Returns its head (up to the
+    end of that step) and whether the reasoning is closed."""
+    heads = [_next_step(c) for c in candidates]
+    for c, (head, kind) in zip(candidates, heads):
+        if kind == "step" and value(prefix, c, question):
+            return head, False
+    for c, (_, kind) in zip(candidates, heads):
+        if kind == "end":
+            return c, True
+    return next(((h, False) for h, k in heads if k == "step"), (candidates[0], True))
+
+
+def step_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[str],
+                value: Callable = step_value, width: int = 4, max_rounds: int = 8,
+                max_new_tokens: int = 128, seed: int = 0, **generate_kwargs
+                ) -> SearchResult:
+    """A search over steps, one step per round: from each prompt's text so far, draw
+    ``width`` continuations, keep the next step of the first one that
+    ``value(prefix, continuation, question)`` accepts (:func:`_choose`), and go on,
+    until the reasoning closes or ``max_rounds`` rounds have passed; then finish the
+    answer greedily. ``prompts`` are rendered strings.
+
+    A search with one path and no backtracking: MCTS keeps a tree and backs values
+    up it, but its choices rest on the same thing, the value of a state."""
+    from .sampling import generate
+
+    if len(prompts) != len(questions):
+        raise ValueError(f"{len(prompts)} prompts but {len(questions)} questions")
+    if not isinstance(width, int) or width < 1:
+        raise ValueError(f"width must be an integer >= 1, got {width!r}")
+    prefixes, done = [""] * len(prompts), [False] * len(prompts)
+    candidates, tokens = [0] * len(prompts), [0] * len(prompts)
+    for r in range(max_rounds):
+        active = [i for i, d in enumerate(done) if not d]
+        if not active:
+            break
+        out = generate(model, tokenizer, [prompts[i] + prefixes[i] for i in active],
+                       num_generations=width, max_new_tokens=max_new_tokens,
+                       seed=seed + r, **generate_kwargs)
+        lengths = out.completion_lengths.tolist()
+        for j, i in enumerate(active):
+            group = out.texts[j * width:(j + 1) * width]
+            candidates[i] += width
+            tokens[i] += sum(lengths[j * width:(j + 1) * width])
+            head, done[i] = _choose(prefixes[i], questions[i], group, value)
+            prefixes[i] += head
+    open_ = [i for i, x in enumerate(prefixes) if "</answer>" not in x]
+    if open_:  # finish what the rounds left unfinished, greedily
+        rest = generate(model, tokenizer, [prompts[i] + prefixes[i] for i in open_],
+                        do_sample=False, max_new_tokens=max_new_tokens,
+                        **generate_kwargs)
+        for i, text, n in zip(open_, rest.texts, rest.completion_lengths.tolist()):
+            prefixes[i] += text
+            tokens[i] += n
+    return SearchResult(prefixes, candidates, tokens)

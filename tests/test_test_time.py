@@ -7,9 +7,10 @@ import pytest
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.rewards import REWARD_FUNCTIONS, process_reward
 from grpo_lib.tasks.arithmetic import DATA_DIR
-from grpo_lib.test_time import (WAIT_CUE, first_wrong_step, force_wait, majority_vote,
-                                pass_at_k, process_ok, step_labels, verified_vote,
-                                vote_at_k)
+from grpo_lib.test_time import (WAIT_CUE, _choose, _next_step, first_wrong_step,
+                                force_wait, majority_vote, pass_at_k, process_ok,
+                                rollout_value, step_labels, step_search, step_value,
+                                verified_vote, vote_at_k)
 
 TINY_BASE = DATA_DIR.parents[1] / "data" / "models" / "tiny-qwen2-base"
 Q = "3 + 6 + 5 * 2"  # = 19; left to right gives 28
@@ -162,3 +163,58 @@ def test_process_reward_pays_for_right_steps_only():
         process_reward([RIGHT])
     with pytest.raises(ValueError, match="question has 1 entries but there are 2"):
         process_reward([RIGHT, RIGHT], question=[Q])
+
+
+def test_keep_value_false_grades_the_operations_only():
+    assert [ok for _, ok in step_labels(LEFT_TO_RIGHT, Q, keep_value=False)] == [
+        True, True, True]
+
+
+def test_next_step_cuts_after_the_first_operation():
+    assert _next_step(" Then 3 + 6 = 9, now 9 + 10. Finally 9 + 10 = 19.") == (
+        " Then 3 + 6 = 9, now 9 + 10.", "step")
+    assert _next_step(" </think> <answer> 19 </answer>") == (
+        " </think> <answer> 19 </answer>", "end")
+    assert _next_step(" Then 3 + 6 = 9, now 9 +") == (" Then 3 + 6 = 9, now 9 +", None)
+
+
+PREFIX = "<think> First 3 + 6 = 9, now 9 + 5 * 2."
+GOOD = (" Then 5 * 2 = 10, now 9 + 10. Finally 9 + 10 = 19. </think> "
+        "<answer> 19 </answer>")
+BAD = (" Then 9 + 5 = 14, now 14 * 2. Finally 14 * 2 = 28. </think> "
+       "<answer> 28 </answer>")
+END = " </think> <answer> 28 </answer>"
+
+
+def test_values_judge_the_step_or_where_it_leads():
+    assert step_value(PREFIX, GOOD, Q) and not step_value(PREFIX, BAD, Q)
+    assert rollout_value(PREFIX, GOOD, Q) and not rollout_value(PREFIX, BAD, Q)
+    # a right step whose own sample then goes wrong: the step grader passes it
+    detour = " Then 5 * 2 = 10, now 9 + 10. Finally 9 + 10 = 18. </think>"
+    assert step_value(PREFIX, detour, Q) and not rollout_value(PREFIX, detour, Q)
+    assert not step_value(PREFIX, END, Q)
+
+
+def test_choose_keeps_the_first_accepted_step_then_an_ending():
+    head, done = _choose(PREFIX, Q, [BAD, GOOD], step_value)
+    assert (head, done) == (" Then 5 * 2 = 10, now 9 + 10.", False)
+    assert _choose(PREFIX, Q, [BAD, END], step_value) == (END, True)
+    assert _choose(PREFIX, Q, [BAD], step_value) == (" Then 9 + 5 = 14, now 14 * 2.",
+                                                       False)
+
+
+def test_step_search_runs_the_tiny_base_and_counts_its_cost():
+    model, tokenizer = load_model_and_tokenizer(TINY_BASE)
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}],
+                                             add_generation_prompt=True,
+                                             tokenize=False)
+               for q in (Q, "2 + 3 * 4")]
+    result = step_search(model, tokenizer, prompts, [Q, "2 + 3 * 4"], width=2,
+                         max_rounds=2, max_new_tokens=24)
+    assert len(result.completions) == 2
+    assert all(c in (2, 4) for c in result.candidates)
+    assert all(t > 0 for t in result.tokens)
+    with pytest.raises(ValueError, match="2 prompts but 1 questions"):
+        step_search(model, tokenizer, prompts, [Q])
+    with pytest.raises(ValueError, match="width"):
+        step_search(model, tokenizer, prompts, [Q, Q], width=0)
