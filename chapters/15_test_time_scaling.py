@@ -578,8 +578,65 @@ say(f"Self-correcting rollouts, both seeds pooled: at step 10, "
     f"{outcome_curve.loc[50:].mean():.2%} and {process_curve.loc[50:].mean():.2%}.")
 
 # %% [markdown]
-# A process reward helps where steps can be right while answers are wrong, or the
-# reverse, often enough to matter; that is where a rule cannot grade them.
+# A process reward can only help where steps and answers disagree often enough to
+# matter. On this task that is the cold-start model's check, false in hundreds of
+# its right answers (the table of right answers with a wrong step above). Chapter
+# 11's RL after the cold start ran again, as it made that model, with and without
+# `process_reward`, two seeds each:
+
+# %%
+def check_stats(s: pd.DataFrame) -> dict:
+    """How often the answers carry a check, and how often a check is false."""
+    labels = [step_labels(t, q) for t, q in zip(s["completion"], s["question"])]
+    checks = [[ok for step, ok in l if step.lower().startswith("check")]
+              for l in labels]
+    return {"sampled accuracy": s["correct"].mean(),
+            "every step right": s["process_ok"].mean(),
+            "with a check": np.mean([bool(c) for c in checks]),
+            "with a false check": np.mean([not all(c) for c in checks]),
+            "mean length": s["length"].mean()}
+
+
+cold_arms = {"cold start + RL": load_seeds("ch15_cold_outcome"),
+             "cold start + RL + process": load_seeds("ch15_cold_process")}
+cold_rows = {}
+for name, runs in cold_arms.items():
+    for run in runs:
+        a = read_answers(RUNS / run.name / "answers.jsonl.gz")
+        greedy = a[a["mode"] == "greedy"]
+        cold_rows[(name, f"seed {run.name[-5]}")] = {
+            "greedy accuracy": greedy["correct"].mean(),
+            **check_stats(a[a["mode"] == "sampled"]),
+            "greedy, a false check": check_stats(greedy)["with a false check"]}
+cold_table = pd.DataFrame(cold_rows).T
+display(cold_table.round(3))
+
+# %%
+means = cold_table.groupby(level=0).mean()
+say(f"With the process reward, a false check appears in "
+    f"{means.loc['cold start + RL + process', 'with a false check']:.2%} of the "
+    f"sampled answers, against "
+    f"{means.loc['cold start + RL', 'with a false check']:.2%} without it (means of "
+    f"two seeds); answers with a check at all: "
+    f"{means.loc['cold start + RL + process', 'with a check']:.2%} against "
+    f"{means.loc['cold start + RL', 'with a check']:.2%}. Greedy accuracy: "
+    f"{means.loc['cold start + RL + process', 'greedy accuracy']:.3f} against "
+    f"{means.loc['cold start + RL', 'greedy accuracy']:.3f}.")
+paid = [r.metrics["reward/process_reward"] for r in cold_arms[
+    "cold start + RL + process"]]
+say(f"The process reward itself did not rise in training: "
+    f"{' / '.join(f'{p.head(10).mean():.3f}' for p in paid)} over the first ten "
+    f"steps, {' / '.join(f'{p.tail(10).mean():.3f}' for p in paid)} over the last "
+    f"ten. The greedy answers carry a false check too, "
+    f"{cold_table['greedy, a false check'].min():.1%} to "
+    f"{cold_table['greedy, a false check'].max():.1%} of them in the four runs.")
+
+# %% [markdown]
+# So the process reward hardly moved the checks. They are not slips of sampling at
+# temperature 1, since greedy answers make them too; they are checks whose
+# arithmetic the model gets wrong. A reward for a true check is a signal, not the
+# skill to compute one, and 150 steps at chapter 11's learning rate did not turn the
+# one into the other.
 #
 # ## Tree search over steps
 #
@@ -693,10 +750,11 @@ say(f"On the first {N_SEARCH} held-out problems the base model's single samples 
 #   pass@k shows the base could already write almost every right answer, and a step
 #   grader turns that into accuracy.
 # - **PRM and MCTS**: on a task with gradable steps, reranking with the grader works;
-#   as a reward it changed little over the outcome reward here, and it pays nothing
-#   for a self-correction. A search over steps needs the value of where a step leads,
-#   not its grade, and here lost to voting among verified whole answers. The paper's
-#   objections are about tasks without such a grader.
+#   as a reward it changed little over the outcome reward here, even on the cold
+#   start's false checks, and it pays nothing for a self-correction. A search over
+#   steps needs the value of where a step leads, not its grade, and here lost to
+#   voting among verified whole answers. The paper's objections are about tasks
+#   without such a grader.
 #
 # ## Exercises
 #

@@ -4,13 +4,18 @@
 #   outcome  accuracy + 0.1 format (chapter 7's config as it is)
 #   process  the same plus process_reward (every step of the reasoning right,
 #            grpo_lib.test_time.step_labels), weight 1
+#   cold_outcome  chapter 11's RL after the cold start as it made
+#            data/models/tiny-qwen2-reasoning-rl (accuracy + 0.1 format + 0.2
+#            language, 128 new tokens, learning rate 1e-4)
+#   cold_process  the same plus process_reward, weight 1: does paying for true
+#            steps keep the cold start's checks true?
 # Each run logs its whole rollout batch every 10 steps (samples.jsonl: where the
 # chapter looks for self-corrections over training) and evaluates greedily at steps
 # 0, 50, 100, 150 (eval.csv). The final policy then answers the 500 held-out
 # problems once greedily and 16 times at temperature 1, as scripts/ch15_samples.sh
 # does for the book's models (heldout.csv, answers.jsonl.gz); the checkpoint is then
 # removed.
-#   bash scripts/ch15_runs.sh               # both arms (about 20 minutes)
+#   bash scripts/ch15_runs.sh               # all four arms (about 50 minutes)
 #   ARMS=process bash scripts/ch15_runs.sh  # one arm
 # writes data/runs/ch15_<arm>_seed{0,1}_cpu with its train.log (OUT=DIR: elsewhere).
 set -euo pipefail
@@ -21,7 +26,11 @@ grpo=(--config configs/r1_zero_arithmetic.yaml --set eval_every=50
       --set save_final=true --set progress_bar=false --set print_every=50
       --set num_print_samples=1 --set sample_every=10)
 
-for arm in ${ARMS:-outcome process}; do
+cold=(--set model_name_or_path=data/models/tiny-qwen2-cold-start
+      --set max_completion_length=128 --set learning_rate=1e-4)
+lang="accuracy_reward, format_reward, language_consistency_reward"
+
+for arm in ${ARMS:-outcome process cold_outcome cold_process}; do
   for seed in 0 1; do
     run="$OUT/ch15_${arm}_seed${seed}_cpu"
     mkdir -p "$run"
@@ -30,6 +39,10 @@ for arm in ${ARMS:-outcome process}; do
       process) extra=(
         --set 'reward_funcs=[accuracy_reward, format_reward, process_reward]'
         --set 'reward_weights=[1.0, 0.1, 1.0]') ;;
+      cold_outcome) extra=("${cold[@]}" --set "reward_funcs=[$lang]"
+        --set 'reward_weights=[1.0, 0.1, 0.2]') ;;
+      cold_process) extra=("${cold[@]}" --set "reward_funcs=[$lang, process_reward]"
+        --set 'reward_weights=[1.0, 0.1, 0.2, 1.0]') ;;
       *) echo "unknown arm $arm" >&2; exit 2 ;;
     esac
     OMP_NUM_THREADS=1 python -m grpo_lib train "${grpo[@]}" ${extra[@]+"${extra[@]}"} \
