@@ -357,13 +357,11 @@ def _ch21_answer_not_under_reward_model(row, task, split, index):
 
 
 def _ch15_equations_only(text, question):
-    """Grades each equation of the reasoning and nothing else."""
-    from grpo_lib.rejection import _EQUATION, _holds
-    from grpo_lib.parsing import think_text
+    """Grades each step's operation and nothing else (the weaker grader)."""
+    from grpo_lib.test_time import step_labels
 
-    equations = _EQUATION.findall(think_text(text) or "")
-    return next((i for i, (left, right) in enumerate(equations)
-                 if not _holds(left, right)), None)
+    labels = step_labels(text, question, keep_value=False)
+    return next((i for i, (_, ok) in enumerate(labels) if not ok), None)
 
 
 def _ch14_topk_not_renormalised(s, t, k):
