@@ -200,7 +200,7 @@ def measure(args) -> dict:
     result["transformers"] = transformers.__version__
     result["cuda_graph"] = args.engine == "fast" and args.cuda_graph and (
         args.device.startswith("cuda")) and (
-        args.greedy or args.sampler == "inverse_cdf")  # decode_fast graphs only these
+        args.greedy or args.sampler != "race")  # decode_fast graphs all but the race
     print(f"device: {device} | model: {name} ({result['params']:,} params, "
           f"{result['dtype']})")
     print(f"{args.prompts} prompts x G={args.G} = {rows} rows, {args.max_new_tokens} new "

@@ -353,7 +353,7 @@ def main(argv=None):
             "sampler": args.sampler if args.engine == "fast" else "multinomial",
             "packing": args.packing,
             "cuda_graph": (args.engine == "fast" and device == "cuda"
-                           and args.sampler == "inverse_cdf"),
+                           and args.sampler != "race"),
             "peak_gpu_gib": "" if peak_gib is None else round(peak_gib, 2),
             "transformers": transformers.__version__, "trl": trl_version,
         }

@@ -38,7 +38,7 @@
 #    path swapped at a time, `torch.multinomial`'s own numbers made faster, and a
 #    control on new seeds for the reference itself;
 # 9. **on a GPU**: the decode step replayed as one CUDA graph, measured on an H100
-#    against `generate`, TRL and the bytes a step must read.
+#    and an H200 against `generate`, TRL and the bytes a step must read.
 #
 # The from-scratch Qwen2 of {doc}`16_qwen2_from_scratch` is the starting point.
 
@@ -95,6 +95,14 @@ REPO = DATA_DIR.parents[1]
 TINY = REPO / "data" / "models" / "tiny-qwen2-base"
 hf, tok = load_model_and_tokenizer(TINY, device=P.device)
 ours = Qwen2.from_transformers(hf, share_weights=True)  # the policy's own tensors
+DEVICE = hf.device
+
+
+def sync():  # wait for the GPU before reading a clock (nothing to wait for on a CPU)
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
+
+
 prompts = list(load_task_split("arithmetic", "test")["prompt"])
 # the step of benchmarks/step_vs_trl.py: 8 prompts x G = 8, 64 tokens each
 N_PROMPTS, G = 8, 8
@@ -247,20 +255,20 @@ show_source(decode_step, start="for i, w in enumerate(layers)", end="return x @"
 
 # %%
 s = ours.settings
-_, p_ids, p_mask = tokenize_prompts(tok, prompts[:4], tok.pad_token_id)
+_, p_ids, p_mask = tokenize_prompts(tok, prompts[:4], tok.pad_token_id, DEVICE)
 extra = torch.randint(3, s.vocab_size, (4, 8),
-                      generator=torch.Generator().manual_seed(0))
+                      generator=torch.Generator().manual_seed(0)).to(DEVICE)
 full_ids = torch.cat([p_ids, extra], 1)
 full_mask = torch.cat([p_mask, torch.ones_like(extra)], 1)
 positions = (full_mask.cumsum(-1) - 1).clamp(min=0)
 Pw, width = p_ids.shape[1], full_ids.shape[1]
 with torch.no_grad():
     reference = ours(full_ids, full_mask, positions)[:, Pw:]  # [4, 8, V]
-    cache = StaticKVCache(s, 4, width)
+    cache = StaticKVCache(s, 4, width, device=DEVICE)
     ours(p_ids, p_mask, positions[:, :Pw], cache=cache)
     layers = fuse_weights(ours)
     cos, sin = rope_cos_sin(positions, s.head_dim, s.rope_theta, torch.float32)
-    bias = torch.full((4, width), torch.finfo(torch.float32).min)
+    bias = torch.full((4, width), torch.finfo(torch.float32).min, device=DEVICE)
     bias[:, :Pw].masked_fill_(p_mask.bool(), 0.0)
     steps = []
     for j in range(8):
@@ -345,10 +353,10 @@ show_source(group_logprobs, start="for layer in body.layers",
 # %%
 n_groups = 2
 g_prompts = prompts[:n_groups]
-_, gp_ids, gp_mask = tokenize_prompts(tok, g_prompts, tok.pad_token_id)
+_, gp_ids, gp_mask = tokenize_prompts(tok, g_prompts, tok.pad_token_id, DEVICE)
 c_ids = torch.randint(3, s.vocab_size, (n_groups * G, LENGTH),
-                      generator=torch.Generator().manual_seed(2))
-c_mask = torch.ones(n_groups * G, LENGTH)
+                      generator=torch.Generator().manual_seed(2)).to(DEVICE)
+c_mask = torch.ones(n_groups * G, LENGTH, device=DEVICE)
 c_mask[3, LENGTH // 2:] = 0  # one completion that stopped early
 
 
@@ -358,6 +366,7 @@ def logp_and_grads(fn):
     start = time.perf_counter()
     logp = fn()
     logp.sum().backward()
+    sync()
     seconds = time.perf_counter() - start
     grads = torch.cat([p.grad.flatten() for p in hf.parameters()])
     return logp.detach(), grads, seconds
@@ -403,6 +412,7 @@ def bf16_seconds(attention):
         start = time.perf_counter()
         group_logprobs(half, gp_ids, gp_mask, c_ids, c_mask,
                        attention=attention).float().sum().backward()
+        sync()
         return time.perf_counter() - start
 
     once()  # warm-up
@@ -434,7 +444,8 @@ say(f"Here the formula takes {bf16_attention['eager']:.0f} ms and the fused kern
 def run_generate():
     texts = [tok.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
              for p in prompts[:N_PROMPTS]]
-    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    enc = tok(texts, return_tensors="pt", padding=True,
+              add_special_tokens=False).to(DEVICE)
     with torch.inference_mode():
         hf.generate(**enc, num_return_sequences=G, do_sample=True, top_k=0,
                     max_new_tokens=LENGTH, min_new_tokens=LENGTH,
@@ -459,6 +470,7 @@ for _ in range(3):  # interleaved, so a change in load hits every contender
     for name, fn in samplers.items():
         start = time.perf_counter()
         fn()
+        sync()
         best[name] = min(best.get(name, 1e9), time.perf_counter() - start)
 sampler_table = pd.DataFrame({"seconds": best,
                               "tokens/s": {k: N_PROMPTS * G * LENGTH / v
@@ -637,6 +649,7 @@ def update_ms(packed):
         start = time.perf_counter()
         group_logprobs(hf, gp_ids, gp_mask, c_ids, c_mask,
                        packed=packed).sum().backward()
+        sync()
         return time.perf_counter() - start
 
     once()  # warm-up, and the packing
@@ -690,6 +703,7 @@ def update_seconds(fn, width):
     hf.zero_grad()
     start = time.perf_counter()
     fn(hf, gp_ids, gp_mask, c_ids[:, :width], c_mask[:, :width]).sum().backward()
+    sync()
     return time.perf_counter() - start
 
 
@@ -862,7 +876,7 @@ for mode in ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask
 # %%
 # NBVAL_IGNORE_OUTPUT
 def sampler_vs_trainer(model_dtype):
-    policy = load_model_and_tokenizer(TINY)[0].to(model_dtype)
+    policy = load_model_and_tokenizer(TINY, device=DEVICE)[0].to(model_dtype)
     rollout = generate(Qwen2.from_transformers(policy, share_weights=True), tok,
                        prompts[:4], num_generations=4, max_new_tokens=P.pick(
                            smoke=8, cpu=48, gpu=48), seed=0, decode_fn=decode_fast)
@@ -1636,9 +1650,10 @@ say(f"The from-scratch rollout took {before.loc['scratch', 'ours_gen_s']:.3f} s 
 # - the attention reads all $P + N$ columns of the cache, and the bias hides the ones
 #   not yet written (`decode_step` with a tensor column), so no shape depends on the
 #   step;
-# - the draw is `sample_inverse_cdf` handed its uniform numbers $u$ from a buffer
-#   that the seeded generator fills before each replay, the numbers it would have
-#   drawn itself;
+# - the draw takes its random numbers from a buffer that the seeded generator fills
+#   before each replay, the numbers the draw would have made itself: one uniform $u$
+#   per row for `sample_inverse_cdf`, and for `torch.multinomial` the exponential
+#   numbers of its race ({ref}`ch19-graph-multinomial`);
 # - the chosen tokens, the alive mask and the log-probs go into `[b, N]` buffers at
 #   the step's column.
 #
@@ -1651,8 +1666,8 @@ show_source(graph_step)
 # The loop around it runs step 0 eagerly on a side stream, which warms up the
 # kernels and their workspaces as a capture requires. It records step 1 once, which
 # runs nothing, and replays it for every later step. `decode_fast` takes this path on
-# a CUDA device for greedy and inverse-CDF decoding. The multinomial draw keeps the
-# eager loop, because `torch.multinomial` draws its random numbers inside the step.
+# a CUDA device for greedy decoding and for the inverse-CDF and multinomial draws; only
+# the race of other uniform numbers (`sampler="race"`) keeps the eager loop.
 
 # %%
 show_source(decode_graphed, start="graph, done = None, 0", end="break")
@@ -1773,6 +1788,73 @@ say(f"The fast rollout cut the steps' time from "
     f"{mean_range(acc.get_group('transformers'))} without it. Two seeds a side "
     "cannot say whether the gap is the engine's; on the CPU, 24 seeds a side traced "
     "such gaps to the random numbers each run drew, not to the draw.")
+
+# %% [markdown]
+# (ch19-graph-multinomial)=
+# ### The default draw in the graph
+#
+# The trainer's default draw is `torch.multinomial`'s, the one chapter 7 trains with.
+# With one sample, `torch.multinomial` runs the race of `sample_race`: it fills a
+# tensor the shape of the probabilities with `exponential_` from its generator,
+# divides the probabilities by it and takes the argmax. A graph can do the same with
+# the random numbers moved out of it. Before each replay the loop fills a $[b, V]$
+# buffer with `exponential_` from the same generator, and the step does the division
+# and the argmax (`sample_multinomial` given `e`). The generator is used exactly as
+# `torch.multinomial` uses it, so the tokens are `torch.multinomial`'s, bit for bit;
+# `tests/test_graph_decode.py` checks this on a CPU and on a CUDA device. The
+# replayable step with this draw against the eager loop, from the same seed:
+
+# %%
+multi_eager = generate(ours, tok, prompts[:4], decode_fn=functools.partial(
+    decode_fast, sampler="multinomial", cuda_graph=False), **check_kwargs)
+multi_graph = generate(ours, tok, prompts[:4], decode_fn=functools.partial(
+    decode_graphed, capture=P.device == "cuda", sampler="multinomial"), **check_kwargs)
+multi_gap = (multi_graph.sampler_logprobs - multi_eager.sampler_logprobs).abs().max()
+print(f"captured: {P.device == 'cuda'}; same tokens: "
+      f"{torch.equal(multi_graph.completion_ids, multi_eager.completion_ids)}; "
+      f"largest log-prob gap: {multi_gap.item():.1e}")
+
+# %% [markdown]
+# On one H200, with this draw, the sampler against `generate` (64 rows of 128 tokens,
+# bfloat16, each row timed in its own run beside `generate`) and the benchmark's step
+# against TRL 1.16 without and with the graph:
+
+# %%
+h200_sampler = sampler_bench[sampler_bench["device"].str.contains("H200", na=False)
+                             & (sampler_bench["sampler"] == "multinomial")].copy()
+h200_sampler["shape"] = h200_sampler["model"].str.extract(shape_names)[0]
+h200_sampler = h200_sampler.set_index(["shape", "cuda_graph"]).sort_index()
+print(f"{h200_sampler['device'].iloc[0]}, {h200_sampler['date'].iloc[0]}, torch "
+      f"{h200_sampler['torch'].iloc[0]}, multinomial draw")
+display(h200_sampler[["sampler_tok_s", "generate_tok_s", "ratio",
+                      "sampler_over_floor"]].style.format("{:,.1f}"))
+h200 = bench[bench["machine"].str.contains("H200", na=False)
+             & (bench["sampler"] == "multinomial")].copy()
+h200[["model", "cuda_graph", "ours_s", "ours_gen_s", "ours_update_s", "trl_s",
+      "trl_over_ours"]]
+
+# %%
+m_tok = h200_sampler["sampler_tok_s"]
+graphed_ratio = h200_sampler.xs(True, level="cuda_graph")["ratio"]
+tiny_steps = h200[h200["model"] == "random tiny Qwen2"].set_index("cuda_graph")
+say(f"With the graph the multinomial draw writes "
+    f"{m_tok[('tiny', True)] / m_tok[('tiny', False)]:.1f} times as many tokens per "
+    f"second as without it for the tiny model and "
+    f"{m_tok[('qwen2.5-0.5b', True)] / m_tok[('qwen2.5-0.5b', False)]:.1f} times "
+    f"for the Qwen2.5-0.5B shape, and "
+    f"{graphed_ratio.min():.1f} to {graphed_ratio.max():.1f} "
+    "times as many as `generate` measured in the same run. `generate` itself moved "
+    f"between runs ({h200_sampler.loc['tiny', 'generate_tok_s'].min():,.0f} and "
+    f"{h200_sampler.loc['tiny', 'generate_tok_s'].max():,.0f} tokens/s for the same "
+    "model), which is why each ratio is taken inside one run. In the tiny model's "
+    f"step, generation fell from {tiny_steps.loc[False, 'ours_gen_s']:.3f} s to "
+    f"{tiny_steps.loc[True, 'ours_gen_s']:.3f} s and the whole step from "
+    f"{tiny_steps.loc[False, 'ours_s']:.3f} s to "
+    f"{tiny_steps.loc[True, 'ours_s']:.3f} s. TRL's step took "
+    f"{tiny_steps.loc[False, 'trl_s']:.3f} s and {tiny_steps.loc[True, 'trl_s']:.3f} s "
+    f"in the same two runs, so ours went from "
+    f"{tiny_steps.loc[False, 'trl_over_ours']:.2f} to "
+    f"{tiny_steps.loc[True, 'trl_over_ours']:.2f} times TRL's speed.")
 
 # %% [markdown]
 # ## What to notice

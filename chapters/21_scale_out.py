@@ -319,23 +319,23 @@ estimate.round(2)
 
 # %%
 sampler = pd.read_csv(ROOT / "benchmarks" / "results" / "sampler_vs_generate.csv")
-half_b = sampler[sampler["model"].str.contains("qwen2.5-0.5b", na=False)]
+half_b = sampler[sampler["model"].str.contains("qwen2.5-0.5b", na=False)
+                 & (sampler["sampler"] == "multinomial")]
 graph_b = half_b[half_b["cuda_graph"].astype(str) == "True"].iloc[-1]
 eager_b = half_b[half_b["cuda_graph"].astype(str) == "False"].iloc[-1]
 say(f"On that GPU the recipe's {steps} steps take about "
     f"{estimate.iloc[0, 1]:.0f}-{estimate.iloc[1, 1]:.0f} minutes of training, "
     "before the held-out evaluations, and less where completions stop before 512 "
     f"tokens. With its {measured['prompt_len']}-token prompts the step used "
-    f"{measured['peak_gpu_gib']:.0f} GiB of GPU memory at its peak. These times are "
-    "for `--set rollout_sampler=inverse_cdf`, the draw the CUDA graph replays; "
-    "chapter 19 trains with each draw on a CPU, and the choice does not move "
-    "training ({ref}`ch19-other-numbers`). The config as written keeps the "
-    "trainer's default draw, `torch.multinomial`, which the fast engine runs step "
-    "by step, without the graph. On this shape (64 rows of 128 tokens) the graph "
-    f"wrote {graph_b['ratio']:.1f} times as many tokens per second as `generate`, "
-    f"the step-by-step loop {eager_b['ratio']:.1f} times, so with the default draw "
-    f"the rollout would take about "
-    f"{graph_b['sampler_tok_s'] / eager_b['sampler_tok_s']:.1f} times as long.")
+    f"{measured['peak_gpu_gib']:.0f} GiB of GPU memory at its peak. That step drew "
+    "by inverse CDF, then the only draw the CUDA graph replayed. The config as "
+    "written keeps the trainer's default draw, `torch.multinomial`'s, which the "
+    "graph now replays too; chapter 19 "
+    "trains with each draw on a CPU, and the choice does not move training "
+    "({ref}`ch19-other-numbers`). With the multinomial draw, on this shape (64 rows "
+    f"of 128 tokens), on an {graph_b['device'].removeprefix('NVIDIA ')}, the graph "
+    f"wrote {graph_b['ratio']:.1f} times as many tokens per second as `generate` "
+    f"and the step-by-step loop {eager_b['ratio']:.1f} times.")
 
 # %% [markdown]
 # ## Summary

@@ -179,7 +179,8 @@ def sample_race(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0,
 
 
 def sample_multinomial(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0,
-                       generator: torch.Generator | None = None) -> Tensor:
+                       generator: torch.Generator | None = None,
+                       e: Tensor | None = None) -> Tensor:
     r"""``torch.multinomial``'s token for each row of ``logits`` ``[B, V]``, bit for
     bit, with its random numbers made faster on a CPU (chapter 19 times both).
 
@@ -190,8 +191,13 @@ def sample_multinomial(logits: Tensor, temperature: float = 1.0, top_p: float = 
     ``exponential_`` does: the same token, and the generator left in the same state.
     Where that does not hold (a CUDA device, or a torch whose CPU ``exponential_``
     draws otherwise: :func:`exponential_is_rand` checks) this calls
-    ``torch.multinomial``. Returns ``[B]``."""
+    ``torch.multinomial``. Given ``e`` ``[B, V]``, the numbers that
+    ``torch.empty_like(probs).exponential_(generator=generator)`` would make (a CUDA
+    graph's buffer), it runs the race on them: ``torch.multinomial``'s own last two
+    operations. Returns ``[B]``."""
     probs = sampling_probs(logits, temperature, top_p)  # [B, V] float32
+    if e is not None:
+        return (probs / e).argmax(dim=-1)  # [B]
     if probs.device.type != "cpu" or not exponential_is_rand():
         return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # [B]
     if not bool(probs.sum(dim=-1).isfinite().all()):  # as torch.multinomial refuses
@@ -353,10 +359,10 @@ def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
     (:func:`grpo_lib.losses.sampling_importance_weights`). Runs in float32 and
     bfloat16 alike (the attention's softmax in the model's dtype).
 
-    On a CUDA device with ``cuda_graph`` (the default), greedy and inverse-CDF
-    decoding replay each step as a CUDA graph
+    On a CUDA device with ``cuda_graph`` (the default), greedy, inverse-CDF and
+    multinomial decoding replay each step as a CUDA graph
     (:func:`grpo_lib.graph_decode.decode_graphed`: the same draws, the same
-    outputs to round-off); the multinomial sampler always runs step by step.
+    outputs to round-off); the race sampler always runs step by step.
     """
     if not use_cache:
         raise ValueError("decode_fast always decodes over its static cache; for "
@@ -364,13 +370,14 @@ def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
     if sampler not in FAST_SAMPLERS:
         raise ValueError(f"sampler={sampler!r}; choose one of {FAST_SAMPLERS}.")
     greedy = not do_sample or temperature == 0
-    if cuda_graph and ids.is_cuda and (greedy or sampler == "inverse_cdf"):
+    if cuda_graph and ids.is_cuda and (greedy or sampler != "race"):
         from .graph_decode import decode_graphed
 
         return decode_graphed(model, ids, mask, max_new_tokens=max_new_tokens,
                               temperature=temperature, top_p=top_p,
                               do_sample=do_sample, generator=generator,
-                              stop_ids=stop_ids, pad_id=pad_id, ignore_eos=ignore_eos)
+                              stop_ids=stop_ids, pad_id=pad_id, ignore_eos=ignore_eos,
+                              sampler=sampler)
     b, P = ids.shape
     start = start_decode(model, ids, mask, max_new_tokens)
     logits, position, bias = start.logits, start.position, start.bias

@@ -14,14 +14,15 @@ number:
 - the attention reads all ``P + max_new_tokens`` columns of the cache, the bias hiding
   those not yet written (:func:`grpo_lib.fast_decode.decode_step` with a tensor
   column), so no shape depends on the step;
-- the draw takes its uniform numbers from a buffer that the seeded generator fills
-  before each replay: the numbers :func:`~grpo_lib.fast_decode.sample_inverse_cdf`
-  would draw, so the graph holds no random state and a seed gives the eager path's
-  tokens (to round-off in the logits);
+- the draw takes its random numbers from a buffer that the seeded generator fills
+  before each replay: the uniform numbers
+  :func:`~grpo_lib.fast_decode.sample_inverse_cdf` would draw, or the exponential
+  ones ``torch.multinomial`` would, so the graph holds no random state and a seed
+  gives the eager path's tokens (to round-off in the logits);
 - the chosen tokens, the alive mask and the sampler's log-probs go into
   ``[b, max_new_tokens]`` buffers at the step's column.
 
-The loop is then: fill the uniforms, replay, and ask once whether every row has
+The loop is then: fill the random numbers, replay, and ask once whether every row has
 stopped. Step 0 runs eagerly on a side stream (the warm-up a capture needs), step 1 is
 captured, and every later step is a replay. Without CUDA (``capture=False``) the same
 step function runs eagerly, which is how the tests check it on a CPU.
@@ -35,7 +36,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .fast_decode import DecodeStart, decode_step, sample_inverse_cdf, start_decode
+from .fast_decode import (DecodeStart, decode_step, sample_inverse_cdf,
+                          sample_multinomial, start_decode)
 from .qwen2 import Qwen2
 
 __all__ = ["StepBuffers", "graph_step", "decode_graphed"]
@@ -46,7 +48,8 @@ class StepBuffers:
     """Everything that changes from one decode step to the next, in place."""
 
     logits: Tensor  # [b, V] the logits the next token is chosen from
-    u: Tensor  # [b] uniform numbers for the next draw
+    u: Tensor  # [b] uniform numbers for the next inverse-CDF draw
+    e: Tensor  # [b, V] Exp(1) numbers for the next multinomial draw ([b, 0] if none)
     column: Tensor  # [1] the cache column of the token being chosen
     step: Tensor  # [1] its column in the outputs
     position: Tensor  # [b] the position of the last token fed
@@ -58,12 +61,14 @@ class StepBuffers:
 
 def graph_step(model: Qwen2, start: DecodeStart, buf: StepBuffers, stop: Tensor, *,
                pad_id: int, tau: float, greedy: bool, top_p: float,
-               ignore_eos: bool) -> None:
+               ignore_eos: bool, sampler: str = "inverse_cdf") -> None:
     """One decode step on ``buf``, in place: choose each row's token from
     ``buf.logits``, record it, and compute the logits after it. Every index is a
     tensor on the device and every shape fixed, so a CUDA graph can replay it."""
     if greedy:
         token = buf.logits.argmax(dim=-1)  # [b]
+    elif sampler == "multinomial":  # its numbers were drawn into buf.e before
+        token = sample_multinomial(buf.logits, tau, top_p, e=buf.e)  # [b]
     else:  # the uniform numbers were drawn into buf.u before the replay
         token = sample_inverse_cdf(buf.logits, tau, top_p, u=buf.u)  # [b]
     token = torch.where(buf.finished, pad_id, token)
@@ -88,23 +93,31 @@ def decode_graphed(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: i
                    temperature: float = 1.0, top_p: float = 1.0,
                    do_sample: bool = True, generator: torch.Generator | None = None,
                    stop_ids: Sequence[int], pad_id: int, ignore_eos: bool = False,
-                   use_cache: bool = True, capture: bool | None = None):
-    """:func:`grpo_lib.fast_decode.decode_fast` (greedy or inverse-CDF sampling) with
-    each step after the first replayed as one CUDA graph. Same arguments and returns;
-    ``capture``: record and replay the graph (default: when ``ids`` is on a CUDA
-    device), else run :func:`graph_step` eagerly."""
+                   use_cache: bool = True, capture: bool | None = None,
+                   sampler: str = "inverse_cdf"):
+    """:func:`grpo_lib.fast_decode.decode_fast` (greedy, or ``sampler``
+    ``"inverse_cdf"`` or ``"multinomial"``) with each step after the first replayed
+    as one CUDA graph. Same arguments and returns; ``capture``: record and replay the
+    graph (default: when ``ids`` is on a CUDA device), else run :func:`graph_step`
+    eagerly."""
     if not use_cache:
         raise ValueError("decode_graphed always decodes over its static cache; for "
                          "use_cache=False use grpo_lib.sampling.decode_batch.")
+    if sampler not in ("inverse_cdf", "multinomial"):
+        raise ValueError(f"sampler={sampler!r}: a graph draws by 'inverse_cdf' or "
+                         "'multinomial'; decode_fast runs the others step by step.")
     capture = ids.is_cuda if capture is None else capture
     if capture and not ids.is_cuda:
         raise ValueError("capture=True needs the prompts on a CUDA device; a CPU "
                          "runs graph_step eagerly (capture=False).")
     (b, P), device, N = ids.shape, ids.device, max_new_tokens
     greedy = not do_sample or temperature == 0
+    multinomial = not greedy and sampler == "multinomial"
     start = start_decode(model, ids, mask, max_new_tokens)
+    V = start.logits.shape[-1] if multinomial else 0
     buf = StepBuffers(
         logits=start.logits, u=torch.zeros(b, device=device),
+        e=torch.empty(b, V, device=device),
         column=torch.tensor([P], device=device), step=torch.zeros(1, dtype=torch.long,
                                                                   device=device),
         position=start.position.clone(),
@@ -115,10 +128,12 @@ def decode_graphed(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: i
     stop = torch.tensor(list(stop_ids), device=device)  # [S]
     step = functools.partial(graph_step, model, start, buf, stop, pad_id=pad_id,
                              tau=1.0 if greedy else temperature, greedy=greedy,
-                             top_p=top_p, ignore_eos=ignore_eos)
+                             top_p=top_p, ignore_eos=ignore_eos, sampler=sampler)
     graph, done = None, 0
     while done < N:
-        if not greedy:
+        if multinomial:  # the numbers torch.multinomial draws: Exp(1) per token
+            buf.e.exponential_(generator=generator)
+        elif not greedy:
             buf.u.uniform_(generator=generator)  # the draw sample_inverse_cdf makes
         if graph is not None:
             graph.replay()

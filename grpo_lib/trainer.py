@@ -166,7 +166,7 @@ class GRPOConfig(YAMLConfig):
     rollout_sampler: str = "multinomial"
     """How the "fast" engine draws a token: "multinomial" (``torch.multinomial``'s
     tokens, the standard path's, drawn faster on a CPU by ``sample_multinomial``),
-    "inverse_cdf" (one ``torch.rand`` number per row, which a CUDA graph replays) or
+    "inverse_cdf" (one ``torch.rand`` number per row; a CUDA graph replays both) or
     "race" (the same race on other uniform numbers); chapter 19 trains with each."""
     dynamic_sampling: bool = False
     """DAPO: drop zero-variance groups and sample more prompts to refill the batch."""

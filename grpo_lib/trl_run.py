@@ -373,7 +373,8 @@ def loss_parity(model, tokenizer, config: GRPOConfig, rows: Sequence[dict],
     columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0]}
     reward = combine_rewards(build_reward_funcs(config.reward_funcs),
                              config.reward_weights)
-    total = torch.tensor(reward(roll.texts, **columns), dtype=torch.float32)  # [B]
+    total = torch.tensor(reward(roll.texts, **columns), dtype=torch.float32,
+                         device=roll.completion_ids.device)  # [B]
     advantages = group_advantages(total, G, scale=config.scale_rewards)  # [B]
     mask = roll.completion_mask  # [B, C]
 
@@ -387,7 +388,8 @@ def loss_parity(model, tokenizer, config: GRPOConfig, rows: Sequence[dict],
     loss.backward()
 
     small = dataclasses.replace(config, micro_batch_size=None, output_dir=str(
-        Path(config.output_dir) / "parity"), max_steps=1)
+        Path(config.output_dir) / "parity"), max_steps=1,
+        device=mask.device.type)  # TRL's copy on the model's device
     with _quiet():
         trainer = trl.GRPOTrainer(model=copy.deepcopy(model),
                                   processing_class=tokenizer,

@@ -5,10 +5,14 @@ The claims:
 - the replayable step (every index a tensor, the attention over the whole cache) run
   eagerly on a CPU draws the tokens of the eager fast loop from the same seed, greedy
   and sampled, with top-p, when rows stop early, and its log-probs agree to round-off;
+- the multinomial draw from a buffer of exponential numbers is ``torch.multinomial``'s
+  token, on a CPU and on a CUDA device, and the replayable step with that draw gives
+  the eager loop's tokens;
 - ``decode_step`` with a ``[1]`` tensor column gives the int column's logits;
 - on a CUDA device (skipped elsewhere): the captured graph replays exactly what the
   uncaptured step computes, in float32 and bfloat16, ``decode_fast`` takes the graph
-  path there by default, and the graph sees the weights of the latest update.
+  path there by default (for the multinomial draw too, whose tokens stay
+  ``torch.multinomial``'s), and the graph sees the weights of the latest update.
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_lib.fast_decode import decode_fast, decode_step, start_decode
+from grpo_lib.fast_decode import (decode_fast, decode_step, sample_multinomial,
+                                  sampling_probs, start_decode)
 from grpo_lib.graph_decode import decode_graphed
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.qwen2 import Qwen2
@@ -61,6 +66,43 @@ def test_the_replayable_step_draws_the_eager_loops_tokens(tiny, prompts, kwargs)
     assert gap <= 1e-4, gap
     if kwargs.get("max_new_tokens") == 160:  # every row stopped: the loop ended early
         assert eager.finished.all() and eager.completion_ids.shape[1] < 160
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_the_race_on_exponential_numbers_is_torch_multinomial(device, top_p):
+    logits = 3 * torch.randn(64, 500, generator=torch.Generator().manual_seed(3))
+    logits = logits.to(device)
+    probs = sampling_probs(logits, 0.8, top_p)  # [64, 500]
+    theirs = torch.Generator(device).manual_seed(11)
+    ours = torch.Generator(device).manual_seed(11)
+    want = torch.multinomial(probs, 1, generator=theirs).squeeze(-1)  # [64]
+    e = torch.empty_like(probs).exponential_(generator=ours)  # a graph's buffer
+    got = sample_multinomial(logits, 0.8, top_p, e=e)
+    assert torch.equal(got, want)
+    assert torch.equal(ours.get_state(), theirs.get_state())
+
+
+@pytest.mark.parametrize("kwargs", [dict(temperature=1.0),
+                                    dict(temperature=0.7, top_p=0.9)],
+                         ids=["sampled", "top_p"])
+def test_the_replayable_step_draws_the_eager_multinomial_tokens(tiny, prompts, kwargs):
+    _, model, tok = tiny
+    eager, graphed = _rollouts(model, tok, prompts, [
+        functools.partial(decode_fast, sampler="multinomial"),
+        functools.partial(decode_graphed, capture=False, sampler="multinomial")],
+        **kwargs)
+    assert torch.equal(graphed.completion_ids, eager.completion_ids)
+    assert torch.equal(graphed.completion_mask, eager.completion_mask)
+    gap = (graphed.sampler_logprobs - eager.sampler_logprobs).abs().max().item()
+    assert gap <= 1e-4, gap
+
+
+def test_a_graph_refuses_the_race_sampler(tiny, prompts):
+    _, model, tok = tiny
+    with pytest.raises(ValueError, match="a graph draws by 'inverse_cdf' or"):
+        generate(model, tok, prompts[:1], max_new_tokens=4, decode_fn=functools.partial(
+            decode_graphed, capture=False, sampler="race"))
 
 
 def test_a_tensor_column_gives_the_int_columns_logits(tiny, prompts):
@@ -110,6 +152,25 @@ def test_the_captured_graph_replays_the_step(prompts, dtype, do_sample):
         C = reference.completion_ids.shape[1]
         same = (captured.completion_ids[:, :C] == reference.completion_ids).all(1)
         assert captured.completion_ids.shape[1] == C and same.all(), same
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_multinomial_graph_replays_torch_multinomials_draw(prompts, dtype):
+    hf, tok = load_model_and_tokenizer(TINY, device="cuda", dtype=dtype)
+    model = Qwen2.from_transformers(hf, share_weights=True)
+    draw = functools.partial(decode_graphed, sampler="multinomial")
+    eager, uncaptured, captured, default = _rollouts(model, tok, prompts, [
+        functools.partial(decode_fast, sampler="multinomial", cuda_graph=False),
+        functools.partial(draw, capture=False), functools.partial(draw, capture=True),
+        functools.partial(decode_fast, sampler="multinomial")],
+        max_new_tokens=96, top_p=0.95)
+    for graphed in (captured, default):  # decode_fast takes the graph on CUDA
+        assert torch.equal(graphed.completion_ids, uncaptured.completion_ids)
+        gap = (graphed.sampler_logprobs - uncaptured.sampler_logprobs).abs().max()
+        assert gap.item() <= 1e-5, gap
+    if dtype == torch.float32:  # the eager loop calls torch.multinomial itself
+        assert torch.equal(captured.completion_ids, eager.completion_ids)
 
 
 @cuda
