@@ -12,6 +12,7 @@ import torch
 
 from grpo_lib.fast_decode import decode_fast
 from grpo_lib.models import build_tokenizer, random_model
+from grpo_lib.packing import packing
 from grpo_lib.qwen2 import Qwen2, decode_static
 from grpo_lib.speed import (QWEN25_05B_SHAPE, append_row, cpu_name, decode_read_bytes,
                             decode_step_ops, fastest_seconds, forward_flops,
@@ -102,16 +103,20 @@ def test_fastest_seconds_takes_the_fastest_round_per_call(monkeypatch):
     assert seconds == pytest.approx(0.1)
 
 
-def test_the_fast_decode_step_makes_fewer_operator_calls():
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_the_fast_decode_step_makes_fewer_operator_calls(mode):
+    # packing is fixed: under "auto" it is decided by timing each shape (rows
+    # included), so a loaded machine could pack for 2 rows and not for 6
     tok = build_tokenizer()
     hf = random_model(tok, size="micro", seed=0)
     scratch = Qwen2.from_transformers(hf, share_weights=True)
     prompts = [[{"role": "user", "content": f"What is {i} + 2?"}] for i in range(2)]
-    calls = {name: sum(decode_step_ops(model, tok, prompts, fn).values())
-             for name, model, fn in [("transformers", hf, None),
-                                     ("scratch", scratch, decode_static),
-                                     ("fast", scratch, decode_fast)]}
-    assert calls["fast"] < 0.8 * min(calls["scratch"], calls["transformers"]), calls
     more_rows = [[{"role": "user", "content": f"What is {i} + 3?"}] for i in range(6)]
-    assert calls["fast"] == pytest.approx(  # a count per step, whatever the rows
-        sum(decode_step_ops(scratch, tok, more_rows, decode_fast).values()))
+    with packing(mode):
+        calls = {name: sum(decode_step_ops(model, tok, prompts, fn).values())
+                 for name, model, fn in [("transformers", hf, None),
+                                         ("scratch", scratch, decode_static),
+                                         ("fast", scratch, decode_fast)]}
+        more = sum(decode_step_ops(scratch, tok, more_rows, decode_fast).values())
+    assert calls["fast"] < 0.8 * min(calls["scratch"], calls["transformers"]), calls
+    assert calls["fast"] == pytest.approx(more)  # a count per step, whatever the rows
