@@ -63,7 +63,7 @@ from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR, evaluate_expression
 from grpo_lib.test_time import (first_wrong_step, force_wait, majority_vote,
                                 pass_at_k, process_ok, rollout_value, step_labels,
-                                step_search, step_value, vote_at_k)
+                                step_search, step_value, tree_search, ucb, vote_at_k)
 
 P = profile()
 pd.set_option("display.precision", 3)
@@ -640,8 +640,9 @@ say(f"The process reward itself did not rise in training: "
 #
 # ## Tree search over steps
 #
-# MCTS is AlphaGo's way to think longer: expand a tree of moves, score the leaves
-# with a value model, and spend the budget on the promising branches. DeepSeek
+# MCTS is AlphaGo's way to think longer {cite}`silver2016alphago`: expand a tree of
+# moves, score the leaves with a value model, and spend the budget on the promising
+# branches. DeepSeek
 # tried it by breaking answers into steps; they met two problems. The search space of
 # text is much larger than a board's, so they capped the children of each node, which
 # can trap the search in local optima; and the search is only as good as the value
@@ -727,13 +728,80 @@ say(f"On the first {N_SEARCH} held-out problems the base model's single samples 
 # A perfect judge of steps guides the search less well than a crude estimate of where
 # each step leads: a step can be right and still lead where the model cannot follow.
 # That is the R1 paper's difficulty in small: the search is only as good as its
-# value, and the value of partial reasoning is hard to get. And on this task neither
-# search is worth its cost, since voting among whole answers that pass the grader
-# does better for fewer tokens: where whole answers can be checked, sampling more of
-# them is the simpler search. For a proof or a program nothing checks a partial
-# answer by rule: the steps are open-ended, the tree is the token tree, and the
-# value of a half-written argument must be learned. That is the setting in which R1
-# gave up MCTS and kept to RL on outcomes.
+# value, and the value of partial reasoning is hard to get.
+#
+# ### A tree: Monte Carlo tree search
+#
+# `step_search` follows one path and never goes back. MCTS keeps a tree whose nodes
+# are answers written so far, and runs **simulations**. Each one walks down from the
+# root, at every node taking the child with the highest upper confidence bound
+# (UCT {cite}`kocsis2006uct`): its mean value so far plus a bonus that grows while
+# the child is tried less than its siblings,
+#
+# $$\mathrm{UCB}(s') = \bar v(s') + c \sqrt{\frac{\ln N(s)}{N(s')}},$$
+#
+# with $N$ the visits of the parent $s$ and of the child $s'$. At the node where the
+# walk stops it samples `width` continuations. Each continuation's first step becomes
+# a child (samples that take the same step share one), and each whole continuation is
+# a rollout, graded by `process_ok` as `rollout_value` grades it. The grades are added
+# to every node on the walk (the backup). After the simulations the answer is the
+# path of the most visited children, finished greedily if its reasoning is still
+# open. The score and one simulation of `tree_search`:
+
+# %%
+show_source(ucb, docstring=False)
+show_source(tree_search, start="for s in range(simulations)",
+            end="tokens[i] += sum")
+
+# %% [markdown]
+# Four and eight simulations of width 4 on the same problems, beside the searches
+# above and a verified vote of 8 whole answers:
+
+# %%
+for sims in (4, 8):
+    result = tree_search(model, tokenizer, prompts, questions, simulations=sims,
+                         width=4, batch_size=256)
+    search_table.loc[f"MCTS, {sims} simulations"] = [
+        np.mean([completion_correct(c, r) for c, r in zip(result.completions,
+                                                          search_rows)]),
+        np.mean(result.candidates), np.mean(result.tokens)]
+for k in (8,):
+    search_table.loc[f"verified vote, k = {k}"] = [
+        np.mean([vote_at_k(g["strict_pred"].tolist(), g["answer"].iloc[0], k,
+                           verified=g["process_ok"].tolist())
+                 for _, g in base_first.groupby("prompt_index")]),
+        k, k * base_first["length"].mean()]
+search_table = search_table.sort_values("tokens per problem")
+display(search_table)
+
+# %%
+st = search_table
+mcts4, mcts8 = st.loc["MCTS, 4 simulations"], st.loc["MCTS, 8 simulations"]
+votes = st[st.index.str.startswith("verified vote")]
+vote = votes[votes["tokens per problem"] <= mcts8["tokens per problem"]].tail(1)
+vote = votes.head(1) if vote.empty else vote  # the largest vote no dearer than 8
+one_path = st.loc["rollout_value"]
+say(f"With about as many sampled continuations as the one-path search "
+    f"({mcts4['continuations per problem']:.0f} against "
+    f"{one_path['continuations per problem']:.0f}), the tree reaches "
+    f"{mcts4['accuracy']:.3f} against {one_path['accuracy']:.3f}, and "
+    f"{mcts8['accuracy']:.3f} with 8 simulations "
+    f"({mcts8['tokens per problem']:.0f} tokens per problem). "
+    + ("Going back to a promising step pays. " if mcts4["accuracy"]
+       > one_path["accuracy"] else "Going back does not pay here. ")
+    + f"A verified vote of {vote['continuations per problem'].iloc[0]:.0f} whole "
+    f"answers costs {vote['tokens per problem'].iloc[0]:.0f} tokens and reaches "
+    f"{vote['accuracy'].iloc[0]:.3f}"
+    + (": on this task no search over steps is worth its cost."
+       if vote["accuracy"].iloc[0] >= mcts8["accuracy"] else
+       ", less than the tree."))
+
+# %% [markdown]
+# Where whole answers can be checked, sampling more of them and voting among those
+# that pass is the simpler search. For a proof or a program
+# nothing checks a partial answer by rule: the steps are open-ended, the tree is the
+# token tree, and the value of a half-written argument must be learned. That is the
+# setting in which R1 gave up MCTS and kept to RL on outcomes.
 #
 # ## Summary
 #
@@ -752,9 +820,9 @@ say(f"On the first {N_SEARCH} held-out problems the base model's single samples 
 # - **PRM and MCTS**: on a task with gradable steps, reranking with the grader works;
 #   as a reward it changed little over the outcome reward here, even on the cold
 #   start's false checks, and it pays nothing for a self-correction. A search over
-#   steps needs the value of where a step leads, not its grade, and here lost to
-#   voting among verified whole answers. The paper's objections are about tasks
-#   without such a grader.
+#   steps needs the value of where a step leads, not its grade; a tree that can go
+#   back does better than one path, and both lost to voting among verified whole
+#   answers. The paper's objections are about tasks without such a grader.
 #
 # ## Exercises
 #

@@ -21,11 +21,12 @@ equation holds and the expression it leaves still has the problem's value.
 """
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 from .parsing import THINK_CLOSE, parse_number, think_text
@@ -34,7 +35,8 @@ from .tasks.arithmetic import evaluate_expression
 
 __all__ = ["pass_at_k", "majority_vote", "verified_vote", "vote_at_k", "step_labels",
            "first_wrong_step", "process_ok", "force_wait", "WAIT_CUE", "step_search",
-           "SearchResult", "step_value", "rollout_value"]
+           "SearchResult", "step_value", "rollout_value", "Node", "ucb", "select",
+           "expand", "backup", "settled_text", "tree_search"]
 
 WAIT_CUE = " Wait,"
 """What budget forcing writes where the model wanted to stop thinking."""
@@ -300,3 +302,122 @@ def step_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
             prefixes[i] += text
             tokens[i] += n
     return SearchResult(prefixes, candidates, tokens)
+
+
+@dataclass
+class Node:
+    """A state of :func:`tree_search`: the answer written so far, and what the
+    simulations through it have found."""
+
+    text: str  # the completion up to this state
+    closed: bool = False  # the reasoning ended here (or ran out of tokens): a leaf
+    visits: int = 0  # samples whose values were backed up through it
+    total: float = 0.0  # the sum of those values
+    children: list["Node"] = field(default_factory=list)
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.visits if self.visits else 0.0
+
+
+def ucb(child: Node, parent: Node, c: float = 1.0) -> float:
+    r"""UCT's score of a child (Kocsis and Szepesvári, 2006), its mean value plus an
+    exploration bonus: :math:`\bar v + c \sqrt{\ln N / n}` (unvisited: infinite)."""
+    if child.visits == 0:
+        return math.inf
+    return child.mean + c * math.sqrt(math.log(parent.visits) / child.visits)
+
+
+def select(root: Node, c: float = 1.0) -> list[Node]:
+    """The path from the root down the children of highest :func:`ucb` to a node
+    with no children yet, or a closed one."""
+    path = [root]
+    while path[-1].children and not path[-1].closed:
+        parent = path[-1]
+        path.append(max(parent.children, key=lambda child: ucb(child, parent, c)))
+    return path
+
+
+def expand(node: Node, continuations: Sequence[str], values: Sequence[float]) -> None:
+    """Grow ``node``: one child per distinct next step of the sampled continuations
+    (a continuation that ends the reasoning first is a closed child), each credited
+    with the values of the samples that begin with it."""
+    children = {child.text: child for child in node.children}
+    for continuation, value in zip(continuations, values):
+        head, kind = _next_step(continuation)
+        closed = kind != "step"
+        text = node.text + (continuation if closed else head)
+        if text not in children:
+            children[text] = Node(text, closed=closed)
+            node.children.append(children[text])
+        children[text].visits += 1
+        children[text].total += value
+
+
+def backup(path: Sequence[Node], values: Sequence[float]) -> None:
+    """Add one simulation's values to every node on its path."""
+    for node in path:
+        node.visits += len(values)
+        node.total += sum(values)
+
+
+def settled_text(root: Node) -> tuple[str, bool]:
+    """The answer the tree settles on: from the root, the most visited child (ties:
+    the higher mean) down to a closed node or a leaf. Returns its text and whether
+    it is closed."""
+    node = root
+    while node.children and not node.closed:
+        node = max(node.children, key=lambda child: (child.visits, child.mean))
+    return node.text, node.closed
+
+
+def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[str],
+                value: Callable = process_ok, simulations: int = 8, width: int = 4,
+                c: float = 1.0, max_new_tokens: int = 128, seed: int = 0,
+                **generate_kwargs) -> SearchResult:
+    """Monte Carlo tree search over steps, one tree per prompt. Each simulation
+    selects a leaf by :func:`ucb`, samples ``width`` continuations from it, values
+    each by ``value(text, question)`` on the whole answer it writes (a rollout), and
+    :func:`expand` and :func:`backup` the values; a closed leaf is valued again. Then
+    :func:`settled_text`, finished greedily if the reasoning is still open. One
+    ``generate`` call per simulation serves every tree. ``prompts`` are rendered
+    strings."""
+    from .sampling import generate
+
+    if len(prompts) != len(questions):
+        raise ValueError(f"{len(prompts)} prompts but {len(questions)} questions")
+    for name, n in (("simulations", simulations), ("width", width)):
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
+    roots = [Node("") for _ in prompts]
+    candidates, tokens = [0] * len(prompts), [0] * len(prompts)
+    for s in range(simulations):
+        paths = [select(root, c) for root in roots]
+        for path, q in zip(paths, questions):
+            if path[-1].closed:  # nothing to expand: its value again
+                backup(path, [float(value(path[-1].text, q))])
+        open_ = [i for i, path in enumerate(paths) if not path[-1].closed]
+        if not open_:
+            break
+        leaves = [prompts[i] + paths[i][-1].text for i in open_]
+        out = generate(model, tokenizer, leaves, num_generations=width,
+                       max_new_tokens=max_new_tokens, seed=seed + s, **generate_kwargs)
+        lengths = out.completion_lengths.tolist()
+        for j, i in enumerate(open_):
+            leaf, group = paths[i][-1], out.texts[j * width:(j + 1) * width]
+            values = [float(value(leaf.text + t, questions[i])) for t in group]
+            expand(leaf, group, values)
+            backup(paths[i], values)
+            candidates[i] += width
+            tokens[i] += sum(lengths[j * width:(j + 1) * width])
+    settled = [settled_text(root) for root in roots]
+    texts = [text for text, _ in settled]
+    open_ = [i for i, (_, closed) in enumerate(settled) if not closed]
+    if open_:  # the tree stopped inside the reasoning: finish greedily
+        rest = generate(model, tokenizer, [prompts[i] + texts[i] for i in open_],
+                        do_sample=False, max_new_tokens=max_new_tokens,
+                        **generate_kwargs)
+        for i, text, n in zip(open_, rest.texts, rest.completion_lengths.tolist()):
+            texts[i] += text
+            tokens[i] += n
+    return SearchResult(texts, candidates, tokens)

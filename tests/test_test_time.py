@@ -1,4 +1,5 @@
-"""grpo_lib.test_time: votes, pass@k, step grades and budget forcing."""
+"""grpo_lib.test_time: votes, pass@k, step grades, budget forcing and searches."""
+import math
 from itertools import combinations
 from math import comb
 
@@ -7,10 +8,11 @@ import pytest
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.rewards import REWARD_FUNCTIONS, process_reward
 from grpo_lib.tasks.arithmetic import DATA_DIR
-from grpo_lib.test_time import (WAIT_CUE, _choose, _next_step, first_wrong_step,
-                                force_wait, majority_vote, pass_at_k, process_ok,
-                                rollout_value, step_labels, step_search, step_value,
-                                verified_vote, vote_at_k)
+from grpo_lib.test_time import (WAIT_CUE, Node, _choose, _next_step, backup, expand,
+                                first_wrong_step, force_wait, majority_vote,
+                                pass_at_k, process_ok, rollout_value, select,
+                                settled_text, step_labels, step_search, step_value,
+                                tree_search, ucb, verified_vote, vote_at_k)
 
 TINY_BASE = DATA_DIR.parents[1] / "data" / "models" / "tiny-qwen2-base"
 Q = "3 + 6 + 5 * 2"  # = 19; left to right gives 28
@@ -218,3 +220,71 @@ def test_step_search_runs_the_tiny_base_and_counts_its_cost():
         step_search(model, tokenizer, prompts, [Q])
     with pytest.raises(ValueError, match="width"):
         step_search(model, tokenizer, prompts, [Q, Q], width=0)
+
+
+def test_ucb_is_infinite_unvisited_then_the_mean_plus_a_bonus():
+    parent = Node("", visits=10)
+    assert ucb(Node("a"), parent) == math.inf
+    child = Node("a", visits=4, total=2.0)  # mean 0.5
+    bonus = math.sqrt(math.log(10) / 4)
+    assert ucb(child, parent, c=1.0) == pytest.approx(0.5 + bonus)
+    assert ucb(child, parent, c=0.0) == 0.5
+
+
+def test_select_descends_by_ucb_to_a_leaf_or_a_closed_node():
+    root = Node("", visits=6)
+    bad, good = Node("b", visits=3, total=0.0), Node("g", visits=3, total=3.0)
+    root.children = [bad, good]
+    good.children = [Node("g1", closed=True, visits=3, total=3.0)]
+    assert [n.text for n in select(root, c=0.5)] == ["", "g", "g1"]
+    assert [n.text for n in select(Node("x"))] == ["x"]
+    # a huge bonus for the less visited child
+    root.children = [Node("few", visits=1, total=0.0),
+                     Node("many", visits=5, total=5.0)]
+    assert select(root, c=10.0)[-1].text == "few"
+
+
+def test_expand_merges_samples_that_take_the_same_step():
+    node = Node(PREFIX)
+    expand(node, [GOOD, BAD, GOOD, END], [1.0, 0.0, 1.0, 0.0])
+    assert [c.text for c in node.children] == [
+        PREFIX + " Then 5 * 2 = 10, now 9 + 10.",
+        PREFIX + " Then 9 + 5 = 14, now 14 * 2.", PREFIX + END]
+    assert [(c.visits, c.total, c.closed) for c in node.children] == [
+        (2, 2.0, False), (1, 0.0, False), (1, 0.0, True)]
+    expand(node, [BAD], [0.0])  # a second expansion adds to the same child
+    assert (node.children[1].visits, len(node.children)) == (2, 3)
+
+
+def test_backup_adds_a_simulations_values_along_its_path():
+    path = [Node(""), Node("a", visits=1, total=1.0)]
+    backup(path, [1.0, 0.0, 1.0])
+    assert [(n.visits, n.total) for n in path] == [(3, 2.0), (4, 3.0)]
+
+
+def test_settled_text_follows_the_most_visited_children():
+    root = Node("")
+    a, b = Node("a", visits=5, total=1.0), Node("b", visits=3, total=3.0)
+    root.children = [b, a]
+    a.children = [Node("a2", visits=2, total=0.0), Node("a1", closed=True, visits=2,
+                                                         total=2.0)]
+    assert settled_text(root) == ("a1", True)  # visits first, then the higher mean
+    assert settled_text(Node("x")) == ("x", False)
+
+
+def test_tree_search_runs_the_tiny_base_and_counts_its_cost():
+    model, tokenizer = load_model_and_tokenizer(TINY_BASE)
+    questions = [Q, "2 + 3 * 4"]
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}],
+                                             add_generation_prompt=True,
+                                             tokenize=False) for q in questions]
+    result = tree_search(model, tokenizer, prompts, questions, simulations=2, width=2,
+                         max_new_tokens=24)
+    assert len(result.completions) == 2
+    assert all(c in (2, 4) for c in result.candidates)
+    assert all(t > 0 for t in result.tokens)
+    with pytest.raises(ValueError, match="2 prompts but 1 questions"):
+        tree_search(model, tokenizer, prompts, [Q])
+    for bad in (dict(simulations=0), dict(width=1.5)):
+        with pytest.raises(ValueError, match="must be an integer >= 1"):
+            tree_search(model, tokenizer, prompts, questions, **bad)
