@@ -61,9 +61,12 @@ from grpo_lib.runs import final_eval, load_seeds
 from grpo_lib.sampling import generate
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR, evaluate_expression
-from grpo_lib.test_time import (first_wrong_step, force_wait, majority_vote,
-                                pass_at_k, process_ok, rollout_value, step_labels,
-                                step_search, step_value, tree_search, ucb, vote_at_k)
+from grpo_lib.reward_model import RewardModel, score_texts
+from grpo_lib.test_time import (first_wrong_step, force_wait, learned_value,
+                                majority_vote, pass_at_k, process_ok, rollout_value,
+                                step_labels, step_search, step_value,
+                                train_value_model, tree_search, ucb, value_targets,
+                                vote_at_k)
 
 P = profile()
 pd.set_option("display.precision", 3)
@@ -743,10 +746,10 @@ say(f"On the first {N_SEARCH} held-out problems the base model's single samples 
 # with $N$ the visits of the parent $s$ and of the child $s'$. At the node where the
 # walk stops it samples `width` continuations. Each continuation's first step becomes
 # a child (samples that take the same step share one), and each whole continuation is
-# a rollout, graded by `process_ok` as `rollout_value` grades it. The grades are added
-# to every node on the walk (the backup). After the simulations the answer is the
-# path of the most visited children, finished greedily if its reasoning is still
-# open. The score and one simulation of `tree_search`:
+# a rollout, valued by `rollout_value` (`process_ok` of the whole answer). The values
+# are added to every node on the walk (the backup). After the simulations the answer
+# is the path of the most visited children, finished greedily if its reasoning is
+# still open. The score and one simulation of `tree_search`:
 
 # %%
 show_source(ucb, docstring=False)
@@ -797,11 +800,94 @@ say(f"With about as many sampled continuations as the one-path search "
        ", less than the tree."))
 
 # %% [markdown]
+# ### A learned value
+#
+# Rollouts graded by a rule are a luxury: nothing grades a half-written proof.
+# AlphaGo learned its value network from the outcomes of games; Math-Shepherd
+# {cite}`wang2024mathshepherd` labels each step of a reasoning trace by whether
+# rollouts from it reach the right answer. The cheapest version of that: sample the
+# base model's answers to training problems, label every state of each answer (its
+# text after each step, `step_prefixes`) with whether the whole answer passes the
+# grader, and fit chapter 13's `RewardModel`, the tiny base with a head on the last
+# token, to those labels by binary cross-entropy. `learned_value` then gives the
+# tree the model's probability for the state after each candidate's next step, and
+# no rollout is graded:
+
+# %%
+show_source(value_targets, docstring=False)
+
+# %%
+N_VALUE = P.pick(smoke=4, cpu=300, gpu=1000)  # training problems, 8 answers each
+train_split = load_task_split("arithmetic", "train")
+value_rows = [train_split[i] for i in range(N_VALUE)]
+value_answers = generate(model, tokenizer, [
+    tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+    for p in build_prompts(value_rows)], num_generations=8, max_new_tokens=128,
+    seed=0, batch_size=256)
+targets = value_targets(value_answers.texts,
+                        [r["question"] for r in value_rows for _ in range(8)])
+value_model = RewardModel.from_causal_lm(model)
+value_log = train_value_model(value_model, tokenizer, targets, batch_size=64,
+                              steps=P.pick(smoke=2, cpu=120, gpu=400), lr=3e-4)
+
+
+def auc(frame, by=None) -> float:
+    """The chance that a state of an answer that passes gets a higher value than a
+    state of one that fails (ties count half): over all such pairs, or only over
+    pairs in the same `by` group."""
+    right = pairs = 0.0
+    for _, g in ([(None, frame)] if by is None else frame.groupby(by)):
+        passes = g.loc[g["label"] == 1, "value"].to_numpy()[:, None]  # [n, 1]
+        fails = g.loc[g["label"] == 0, "value"].to_numpy()[None, :]  # [1, m]
+        right += (passes > fails).sum() + 0.5 * (passes == fails).sum()
+        pairs += passes.size * fails.size
+    return right / pairs if pairs else float("nan")
+
+
+held = base_first.groupby("prompt_index").head(8)  # 8 held-out answers per problem
+held_targets = value_targets(held["completion"].tolist(), held["question"].tolist())
+held_targets["value"] = score_texts(value_model, tokenizer,
+                                    held_targets["question"].tolist(),
+                                    held_targets["state"].tolist(), batch_size=256)
+held_targets["first_step"] = held_targets.groupby("answer")["state"].transform("first")
+value_auc = {"all pairs of states": auc(held_targets),
+             "first steps, same problem": auc(held_targets[held_targets["step"] == 0],
+                                              by="question"),
+             "second steps after the same first step": auc(
+                 held_targets[held_targets["step"] == 1], by="first_step")}
+learned = tree_search(model, tokenizer, prompts, questions, simulations=4, width=4,
+                      value=learned_value(value_model, tokenizer), batch_size=256)
+search_table.loc["MCTS, 4 simulations, learned value"] = [
+    np.mean([completion_correct(c, r) for c, r in zip(learned.completions,
+                                                      search_rows)]),
+    np.mean(learned.candidates), np.mean(learned.tokens)]
+display(pd.Series(value_auc, name="held-out AUC").to_frame())
+display(search_table.loc[["MCTS, 4 simulations",
+                          "MCTS, 4 simulations, learned value"]])
+
+# %%
+st, va = search_table, value_auc
+say(f"The value model learned from {len(targets):,} states of "
+    f"{len(value_answers.texts):,} answers to {N_VALUE} training problems (its loss "
+    f"fell from {value_log['loss'].head(10).mean():.2f} to "
+    f"{value_log['loss'].tail(10).mean():.2f}). On held-out answers it ranks a state "
+    "of an answer that passes above one of an answer that fails with probability "
+    f"{va['all pairs of states']:.3f}. Most of those pairs come from different "
+    "problems, so part of what it learned is which problems are hard; a search "
+    "compares candidates for one problem. Among first steps of the same problem the "
+    f"probability is {va['first steps, same problem']:.3f}, and among second steps "
+    "that follow the same first step "
+    f"{va['second steps after the same first step']:.3f}. Guiding the tree, it reaches "
+    f"{st.loc['MCTS, 4 simulations, learned value', 'accuracy']:.3f}, against "
+    f"{st.loc['MCTS, 4 simulations', 'accuracy']:.3f} with graded rollouts.")
+
+# %% [markdown]
 # Where whole answers can be checked, sampling more of them and voting among those
-# that pass is the simpler search. For a proof or a program
-# nothing checks a partial answer by rule: the steps are open-ended, the tree is the
-# token tree, and the value of a half-written argument must be learned. That is the
-# setting in which R1 gave up MCTS and kept to RL on outcomes.
+# that pass is the simpler search. For a proof or a program nothing checks a partial
+# answer by rule: the steps are open-ended, the tree is the token tree, and the
+# value of a half-written argument must be learned, as above, from a model's own
+# answers and their outcomes. That is the setting in which R1 gave up MCTS and kept
+# to RL on outcomes.
 #
 # ## Summary
 #
@@ -821,8 +907,10 @@ say(f"With about as many sampled continuations as the one-path search "
 #   as a reward it changed little over the outcome reward here, even on the cold
 #   start's false checks, and it pays nothing for a self-correction. A search over
 #   steps needs the value of where a step leads, not its grade; a tree that can go
-#   back does better than one path, and both lost to voting among verified whole
-#   answers. The paper's objections are about tasks without such a grader.
+#   back does better than one path, a value learned from the model's own answers
+#   guides it less well than graded rollouts, and every search lost to voting among
+#   verified whole answers. The paper's objections are about tasks without such a
+#   grader.
 #
 # ## Exercises
 #

@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
 
+import torch
+
 from .parsing import THINK_CLOSE, parse_number, think_text
 from .safe_math import safe_eval
 from .tasks.arithmetic import evaluate_expression
@@ -36,7 +38,8 @@ from .tasks.arithmetic import evaluate_expression
 __all__ = ["pass_at_k", "majority_vote", "verified_vote", "vote_at_k", "step_labels",
            "first_wrong_step", "process_ok", "force_wait", "WAIT_CUE", "step_search",
            "SearchResult", "step_value", "rollout_value", "Node", "ucb", "select",
-           "expand", "backup", "settled_text", "tree_search"]
+           "expand", "backup", "settled_text", "tree_search", "step_prefixes",
+           "value_targets", "train_value_model", "learned_value"]
 
 WAIT_CUE = " Wait,"
 """What budget forcing writes where the model wanted to stop thinking."""
@@ -372,12 +375,13 @@ def settled_text(root: Node) -> tuple[str, bool]:
 
 
 def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[str],
-                value: Callable = process_ok, simulations: int = 8, width: int = 4,
+                value: Callable = rollout_value, simulations: int = 8, width: int = 4,
                 c: float = 1.0, max_new_tokens: int = 128, seed: int = 0,
                 **generate_kwargs) -> SearchResult:
     """Monte Carlo tree search over steps, one tree per prompt. Each simulation
     selects a leaf by :func:`ucb`, samples ``width`` continuations from it, values
-    each by ``value(text, question)`` on the whole answer it writes (a rollout), and
+    each by ``value(prefix, continuation, question)`` (as :func:`step_search` does;
+    by default the grade of the whole answer it writes, a rollout), and
     :func:`expand` and :func:`backup` the values; a closed leaf is valued again. Then
     :func:`settled_text`, finished greedily if the reasoning is still open. One
     ``generate`` call per simulation serves every tree. ``prompts`` are rendered
@@ -395,7 +399,7 @@ def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
         paths = [select(root, c) for root in roots]
         for path, q in zip(paths, questions):
             if path[-1].closed:  # nothing to expand: its value again
-                backup(path, [float(value(path[-1].text, q))])
+                backup(path, [float(value(path[-1].text, "", q))])
         open_ = [i for i, path in enumerate(paths) if not path[-1].closed]
         if not open_:
             break
@@ -405,7 +409,7 @@ def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
         lengths = out.completion_lengths.tolist()
         for j, i in enumerate(open_):
             leaf, group = paths[i][-1], out.texts[j * width:(j + 1) * width]
-            values = [float(value(leaf.text + t, questions[i])) for t in group]
+            values = [float(value(leaf.text, t, questions[i])) for t in group]
             expand(leaf, group, values)
             backup(paths[i], values)
             candidates[i] += width
@@ -421,3 +425,91 @@ def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
             texts[i] += text
             tokens[i] += n
     return SearchResult(texts, candidates, tokens)
+
+
+def step_prefixes(completion: str) -> list[str]:
+    """The states a search over steps passes on its way to ``completion``: its text
+    up to the end of each step, then the whole completion."""
+    states, text, rest = [], "", completion
+    while rest:
+        head, kind = _next_step(rest)
+        text += head
+        states.append(text)
+        if kind != "step":
+            break
+        rest = rest[len(head):]
+    return states
+
+
+def value_targets(completions: Sequence[str], questions: Sequence[str]):
+    """Targets for a value model: every state of each completion
+    (:func:`step_prefixes`), labelled 1.0 if the whole answer passes
+    :func:`process_ok`, else 0.0. Math-Shepherd's hard estimate with the answer
+    itself as the one rollout from each of its states (Wang et al., 2024). Returns a
+    DataFrame with columns ``answer, step, question, state, label`` (the index of
+    the completion and of the state in it)."""
+    import pandas as pd
+
+    if len(completions) != len(questions):
+        raise ValueError(f"{len(completions)} completions but {len(questions)} "
+                         "questions")
+    rows = [(i, j, q, state, float(process_ok(c, q)))
+            for i, (c, q) in enumerate(zip(completions, questions))
+            for j, state in enumerate(step_prefixes(c))]
+    return pd.DataFrame(rows, columns=["answer", "step", "question", "state", "label"])
+
+
+def train_value_model(model, tokenizer, targets, steps: int = 300,
+                      batch_size: int = 64, lr: float = 1e-4, seed: int = 0,
+                      max_length: int = 256):
+    r"""Fit ``model`` (a :class:`grpo_lib.reward_model.RewardModel`: a head on the
+    last token) to the labels of :func:`value_targets` by binary cross-entropy on
+    its score as a logit, :math:`-[y \log \sigma(v) + (1 - y) \log(1 - \sigma(v))]`,
+    with AdamW and batches drawn without replacement. Returns the log: ``step,
+    loss``."""
+    import pandas as pd
+
+    from .reward_model import encode_pairs_side
+
+    if len(targets) == 0:
+        raise ValueError("targets is empty: no states to learn a value from.")
+    if steps < 1 or batch_size < 1:
+        raise ValueError(f"steps and batch_size must be >= 1, got {steps}, "
+                         f"{batch_size}.")
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    device = next(model.parameters()).device
+    order, cursor, rows = torch.randperm(len(targets), generator=generator), 0, []
+    model.train()
+    for step in range(1, steps + 1):
+        if cursor + batch_size > len(order):
+            order, cursor = torch.randperm(len(targets), generator=generator), 0
+        batch = targets.iloc[order[cursor:cursor + batch_size].tolist()]
+        cursor += batch_size
+        ids, mask = encode_pairs_side(tokenizer, list(batch["question"]),
+                                      list(batch["state"]), max_length)
+        logits = model(ids.to(device), mask.to(device))  # [N]
+        labels = torch.tensor(batch["label"].to_numpy(), dtype=logits.dtype,
+                              device=device)  # [N]
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        rows.append({"step": step, "loss": loss.item()})
+    model.eval()
+    return pd.DataFrame(rows)
+
+
+def learned_value(model, tokenizer) -> Callable:
+    """A value for :func:`tree_search` from a trained value model: the probability
+    it gives the state after the candidate's next step (the whole continuation when
+    that ends the reasoning)."""
+    from .reward_model import score_texts
+
+    def value(prefix: str, continuation: str, question: str) -> float:
+        head, kind = _next_step(continuation)
+        state = prefix + (head if kind == "step" else continuation)
+        score = score_texts(model, tokenizer, [question], [state])  # [1]
+        return torch.sigmoid(score)[0].item()
+
+    return value

@@ -4,15 +4,19 @@ from itertools import combinations
 from math import comb
 
 import pytest
+import torch
 
-from grpo_lib.models import load_model_and_tokenizer
+from grpo_lib.models import build_tokenizer, load_model_and_tokenizer, random_model
+from grpo_lib.reward_model import RewardModel, score_texts
 from grpo_lib.rewards import REWARD_FUNCTIONS, process_reward
 from grpo_lib.tasks.arithmetic import DATA_DIR
 from grpo_lib.test_time import (WAIT_CUE, Node, _choose, _next_step, backup, expand,
-                                first_wrong_step, force_wait, majority_vote,
-                                pass_at_k, process_ok, rollout_value, select,
-                                settled_text, step_labels, step_search, step_value,
-                                tree_search, ucb, verified_vote, vote_at_k)
+                                first_wrong_step, force_wait, learned_value,
+                                majority_vote, pass_at_k, process_ok, rollout_value,
+                                select, settled_text, step_labels, step_prefixes,
+                                step_search, step_value, train_value_model,
+                                tree_search, ucb, value_targets, verified_vote,
+                                vote_at_k)
 
 TINY_BASE = DATA_DIR.parents[1] / "data" / "models" / "tiny-qwen2-base"
 Q = "3 + 6 + 5 * 2"  # = 19; left to right gives 28
@@ -288,3 +292,47 @@ def test_tree_search_runs_the_tiny_base_and_counts_its_cost():
     for bad in (dict(simulations=0), dict(width=1.5)):
         with pytest.raises(ValueError, match="must be an integer >= 1"):
             tree_search(model, tokenizer, prompts, questions, **bad)
+
+
+def test_step_prefixes_are_the_states_of_a_search_over_steps():
+    states = step_prefixes(RIGHT)
+    assert states == ["<think> First 5 * 2 = 10, now 3 + 6 + 10.",
+                      "<think> First 5 * 2 = 10, now 3 + 6 + 10. Then 3 + 6 = 9, now "
+                      "9 + 10.",
+                      "<think> First 5 * 2 = 10, now 3 + 6 + 10. Then 3 + 6 = 9, now "
+                      "9 + 10. Finally 9 + 10 = 19.", RIGHT]
+    assert step_prefixes("") == []
+    assert step_prefixes("<think> First 3 + 6 = 9, now") == [
+        "<think> First 3 + 6 = 9, now"]  # cut off: the text is the one state
+
+
+def test_value_targets_label_every_state_with_its_answers_grade():
+    targets = value_targets([RIGHT, LEFT_TO_RIGHT], [Q, Q])
+    assert list(targets.columns) == ["answer", "step", "question", "state", "label"]
+    assert targets["label"].tolist() == [1.0] * 4 + [0.0] * 4
+    assert targets["answer"].tolist() == [0] * 4 + [1] * 4
+    assert targets["step"].tolist() == [0, 1, 2, 3] * 2
+    assert targets["state"].iloc[3] == RIGHT and set(targets["question"]) == {Q}
+    with pytest.raises(ValueError, match="2 completions but 1 questions"):
+        value_targets([RIGHT, RIGHT], [Q])
+
+
+def test_a_value_model_learns_its_targets_and_values_the_next_step():
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    model = RewardModel.from_causal_lm(random_model(tok, size="micro", seed=0))
+    targets = value_targets([RIGHT, LEFT_TO_RIGHT], [Q, Q])
+    log = train_value_model(model, tok, targets, steps=40, batch_size=8, lr=3e-3)
+    assert list(log.columns) == ["step", "loss"] and len(log) == 40
+    assert log["loss"].iloc[-5:].mean() < 0.5 * log["loss"].iloc[:5].mean()
+    scores = score_texts(model, tok, [Q] * 2, [RIGHT, LEFT_TO_RIGHT])
+    assert scores[0] > 0 > scores[1]
+    value = learned_value(model, tok)
+    next_state = PREFIX + " Then 5 * 2 = 10, now 9 + 10."
+    want = torch.sigmoid(score_texts(model, tok, [Q], [next_state]))[0].item()
+    assert value(PREFIX, GOOD, Q) == pytest.approx(want)
+    assert 0.0 < value(PREFIX, END, Q) < 1.0
+    with pytest.raises(ValueError, match="targets is empty"):
+        train_value_model(model, tok, targets.iloc[:0])
+    with pytest.raises(ValueError, match="steps and batch_size"):
+        train_value_model(model, tok, targets, steps=0)
