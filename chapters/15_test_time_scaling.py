@@ -826,6 +826,7 @@ value_answers = generate(model, tokenizer, [
     seed=0, batch_size=256)
 targets = value_targets(value_answers.texts,
                         [r["question"] for r in value_rows for _ in range(8)])
+torch.manual_seed(0)  # the new head's initial weights
 value_model = RewardModel.from_causal_lm(model)
 value_log = train_value_model(value_model, tokenizer, targets, batch_size=64,
                               steps=P.pick(smoke=2, cpu=120, gpu=400), lr=3e-4)

@@ -277,6 +277,18 @@ def best_of_n(scores: Tensor, k: int) -> Tensor:
 # ======================================================================================
 # Training
 # ======================================================================================
+def shuffled_batches(n: int, batch_size: int, steps: int, seed: int = 0):
+    """``steps`` lists of ``batch_size`` row indices out of ``n``, drawn without
+    replacement, with a new shuffle whenever the rest of one is too short."""
+    generator = torch.Generator().manual_seed(seed)
+    order, cursor = torch.randperm(n, generator=generator), 0
+    for _ in range(steps):
+        if cursor + batch_size > n:
+            order, cursor = torch.randperm(n, generator=generator), 0
+        yield order[cursor:cursor + batch_size].tolist()
+        cursor += batch_size
+
+
 def train_reward_model(model: RewardModel, tokenizer, pairs: pd.DataFrame,
                        steps: int = 300, batch_size: int = 32, lr: float = 1e-4,
                        seed: int = 0, eval_pairs: pd.DataFrame | None = None,
@@ -293,17 +305,13 @@ def train_reward_model(model: RewardModel, tokenizer, pairs: pd.DataFrame,
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch_size must be >= 1, got {steps}, "
                          f"{batch_size}.")
-    generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     device = next(model.parameters()).device
-    order = torch.randperm(len(pairs), generator=generator)
-    rows, start, cursor = [], time.time(), 0
+    rows, start = [], time.time()
     model.train()
-    for step in range(1, steps + 1):
-        if cursor + batch_size > len(order):
-            order, cursor = torch.randperm(len(pairs), generator=generator), 0
-        batch = pairs.iloc[order[cursor:cursor + batch_size].tolist()]
-        cursor += batch_size
+    batches = shuffled_batches(len(pairs), batch_size, steps, seed)
+    for step, index in enumerate(batches, start=1):
+        batch = pairs.iloc[index]
         questions = list(batch["question"]) * 2
         ids, mask = encode_pairs_side(tokenizer, questions,
                                       list(batch["chosen"]) + list(batch["rejected"]),

@@ -297,14 +297,24 @@ def step_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
             head, done[i] = _choose(prefixes[i], questions[i], group, value)
             prefixes[i] += head
     open_ = [i for i, x in enumerate(prefixes) if "</answer>" not in x]
-    if open_:  # finish what the rounds left unfinished, greedily
-        rest = generate(model, tokenizer, [prompts[i] + prefixes[i] for i in open_],
-                        do_sample=False, max_new_tokens=max_new_tokens,
-                        **generate_kwargs)
-        for i, text, n in zip(open_, rest.texts, rest.completion_lengths.tolist()):
-            prefixes[i] += text
-            tokens[i] += n
+    _finish_greedily(model, tokenizer, prompts, prefixes, tokens, open_,
+                     max_new_tokens, **generate_kwargs)
     return SearchResult(prefixes, candidates, tokens)
+
+
+def _finish_greedily(model, tokenizer, prompts, texts: list[str], tokens: list[int],
+                     open_: list[int], max_new_tokens: int, **generate_kwargs) -> None:
+    """Finish the answers ``open_`` greedily: their continuations are added to
+    ``texts`` and their lengths to ``tokens``, in place."""
+    from .sampling import generate
+
+    if not open_:
+        return
+    rest = generate(model, tokenizer, [prompts[i] + texts[i] for i in open_],
+                    do_sample=False, max_new_tokens=max_new_tokens, **generate_kwargs)
+    for i, text, n in zip(open_, rest.texts, rest.completion_lengths.tolist()):
+        texts[i] += text
+        tokens[i] += n
 
 
 @dataclass
@@ -417,13 +427,8 @@ def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
     settled = [settled_text(root) for root in roots]
     texts = [text for text, _ in settled]
     open_ = [i for i, (_, closed) in enumerate(settled) if not closed]
-    if open_:  # the tree stopped inside the reasoning: finish greedily
-        rest = generate(model, tokenizer, [prompts[i] + texts[i] for i in open_],
-                        do_sample=False, max_new_tokens=max_new_tokens,
-                        **generate_kwargs)
-        for i, text, n in zip(open_, rest.texts, rest.completion_lengths.tolist()):
-            texts[i] += text
-            tokens[i] += n
+    _finish_greedily(model, tokenizer, prompts, texts, tokens, open_, max_new_tokens,
+                     **generate_kwargs)
     return SearchResult(texts, candidates, tokens)
 
 
@@ -469,23 +474,20 @@ def train_value_model(model, tokenizer, targets, steps: int = 300,
     loss``."""
     import pandas as pd
 
-    from .reward_model import encode_pairs_side
+    from .reward_model import encode_pairs_side, shuffled_batches
 
     if len(targets) == 0:
         raise ValueError("targets is empty: no states to learn a value from.")
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch_size must be >= 1, got {steps}, "
                          f"{batch_size}.")
-    generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     device = next(model.parameters()).device
-    order, cursor, rows = torch.randperm(len(targets), generator=generator), 0, []
+    rows = []
     model.train()
-    for step in range(1, steps + 1):
-        if cursor + batch_size > len(order):
-            order, cursor = torch.randperm(len(targets), generator=generator), 0
-        batch = targets.iloc[order[cursor:cursor + batch_size].tolist()]
-        cursor += batch_size
+    batches = shuffled_batches(len(targets), batch_size, steps, seed)
+    for step, index in enumerate(batches, start=1):
+        batch = targets.iloc[index]
         ids, mask = encode_pairs_side(tokenizer, list(batch["question"]),
                                       list(batch["state"]), max_length)
         logits = model(ids.to(device), mask.to(device))  # [N]

@@ -12,7 +12,8 @@ from grpo_lib.models import build_tokenizer, random_model
 from grpo_lib.reward_model import (RewardModel, bradley_terry_loss, encode_pairs_side,
                                    load_reward_model, pairwise_accuracy,
                                    preference_pairs, preference_probability,
-                                   reward_model_reward, score_texts, train_reward_model)
+                                   reward_model_reward, score_texts,
+                                   shuffled_batches, train_reward_model)
 from grpo_lib.trainer import build_reward_funcs
 
 
@@ -39,6 +40,18 @@ def _candidates():
         "correct": [True, False, True, True, False, False],
         "formatted": [True, True, True, False, False, True],
     })
+
+
+def test_shuffled_batches_cover_each_row_once_per_epoch():
+    batches = list(shuffled_batches(10, 3, steps=6, seed=1))
+    assert [len(b) for b in batches] == [3] * 6
+    first_epoch, second_epoch = batches[:3], batches[3:]
+    for epoch in (first_epoch, second_epoch):  # 9 of the 10 rows, none twice
+        rows = [i for b in epoch for i in b]
+        assert len(set(rows)) == 9 and set(rows) <= set(range(10))
+    assert batches == list(shuffled_batches(10, 3, steps=6, seed=1))  # seeded
+    # a batch larger than the rows: every row, each time
+    assert all(sorted(b) == [0, 1] for b in shuffled_batches(2, 5, steps=2))
 
 
 def test_bradley_terry_loss_is_the_mean_negative_log_sigmoid():
