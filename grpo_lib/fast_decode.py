@@ -56,7 +56,7 @@ __all__ = ["pack_for_rows", "Projection", "FusedLayer", "fuse_weights",
            "sample_multinomial", "exponential_from_rand", "exponential_is_rand",
            "inverse_cdf_token", "decode_step", "write_column", "prefill_once",
            "FAST_SAMPLERS", "DecodeStart", "start_decode", "decode_fast",
-           "generate_fast"]
+           "require_finite", "generate_fast"]
 
 
 @dataclass
@@ -357,7 +357,9 @@ def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
     numerics (:math:`\tau = 1` when greedy; 0 after a row's stop token), which the
     importance-sampling correction compares with the trainer's
     (:func:`grpo_lib.losses.sampling_importance_weights`). Runs in float32 and
-    bfloat16 alike (the attention's softmax in the model's dtype).
+    bfloat16 alike (the attention's softmax in the model's dtype). Logits that are
+    not finite in a row still writing raise (:func:`require_finite`), whatever the
+    draw.
 
     On a CUDA device with ``cuda_graph`` (the default), greedy, inverse-CDF and
     multinomial decoding replay each step as a CUDA graph
@@ -415,7 +417,23 @@ def decode_fast(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: int,
     completion = torch.stack(tokens, dim=1)  # [b, C]
     alive = torch.stack(alive, dim=1)  # [b, C]
     sampler_logp = torch.stack(logprobs, dim=1).masked_fill(~alive, 0.0)  # [b, C]
-    return completion, alive.long(), finished, sampler_logp
+    return completion, alive.long(), finished, require_finite(sampler_logp)
+
+
+def require_finite(sampler_logp: Tensor) -> Tensor:
+    """``sampler_logp`` ``[b, C]`` (0 after a row's stop), unchanged, or a clear
+    error. A chosen token's log-probability is not finite only when its row's logits
+    were not (``nan`` or ``+inf``, a diverged model); the draw from such a row is
+    arbitrary, and ``torch.multinomial`` would have refused it."""
+    if not bool(sampler_logp.isfinite().all()):
+        rows = (~sampler_logp.isfinite()).any(dim=-1).nonzero().flatten().tolist()
+        raise RuntimeError(
+            f"decoding met logits that are not finite (nan or inf) in rows {rows[:8]}"
+            f"{' ...' if len(rows) > 8 else ''}: the model has diverged, so its "
+            "tokens would be arbitrary. Check the weights for nan "
+            "(any(p.isnan().any() for p in model.parameters())), and resume from an "
+            "earlier checkpoint, with a lower learning rate.")
+    return sampler_logp
 
 
 def generate_fast(model: Qwen2, tokenizer, prompts: Sequence, num_generations: int = 1,

@@ -26,6 +26,11 @@ The loop is then: fill the random numbers, replay, and ask once whether every ro
 stopped. Step 0 runs eagerly on a side stream (the warm-up a capture needs), step 1 is
 captured, and every later step is a replay. Without CUDA (``capture=False``) the same
 step function runs eagerly, which is how the tests check it on a CPU.
+
+A graph cannot raise, so the draws cannot refuse logits that are not finite the way
+``torch.multinomial`` does; the sampler's log-probs record them (a ``nan`` for each
+token drawn from such a row), and one check after the loop raises
+(:func:`grpo_lib.fast_decode.require_finite`).
 """
 from __future__ import annotations
 
@@ -36,8 +41,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .fast_decode import (DecodeStart, decode_step, sample_inverse_cdf,
-                          sample_multinomial, start_decode)
+from .fast_decode import (DecodeStart, decode_step, require_finite,
+                          sample_inverse_cdf, sample_multinomial, start_decode)
 from .qwen2 import Qwen2
 
 __all__ = ["StepBuffers", "graph_step", "decode_graphed"]
@@ -155,4 +160,5 @@ def decode_graphed(model: Qwen2, ids: Tensor, mask: Tensor, *, max_new_tokens: i
             break
     alive = buf.alive[:, :done]  # [b, C]
     sampler_logp = buf.logprobs[:, :done].masked_fill(~alive, 0.0)  # [b, C]
-    return buf.tokens[:, :done], alive.long(), buf.finished, sampler_logp
+    return (buf.tokens[:, :done], alive.long(), buf.finished,
+            require_finite(sampler_logp))

@@ -8,6 +8,8 @@ The claims:
 - the multinomial draw from a buffer of exponential numbers is ``torch.multinomial``'s
   token, on a CPU and on a CUDA device, and the replayable step with that draw gives
   the eager loop's tokens;
+- logits that are not finite raise after the loop, whatever the draw (greedy, inverse
+  CDF, race; the graph's step as well as the eager loop);
 - ``decode_step`` with a ``[1]`` tensor column gives the int column's logits;
 - on a CUDA device (skipped elsewhere): the captured graph replays exactly what the
   uncaptured step computes, in float32 and bfloat16, ``decode_fast`` takes the graph
@@ -22,8 +24,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_lib.fast_decode import (decode_fast, decode_step, sample_multinomial,
-                                  sampling_probs, start_decode)
+from grpo_lib.fast_decode import (decode_fast, decode_step, require_finite,
+                                  sample_multinomial, sampling_probs, start_decode)
 from grpo_lib.graph_decode import decode_graphed
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.qwen2 import Qwen2
@@ -103,6 +105,41 @@ def test_a_graph_refuses_the_race_sampler(tiny, prompts):
     with pytest.raises(ValueError, match="a graph draws by 'inverse_cdf' or"):
         generate(model, tok, prompts[:1], max_new_tokens=4, decode_fn=functools.partial(
             decode_graphed, capture=False, sampler="race"))
+
+
+@pytest.fixture(scope="module")
+def diverged(tiny):
+    """A copy of the tiny model with a nan in its final norm: every logit nan."""
+    hf, _, tok = tiny
+    model = Qwen2.from_transformers(hf)  # a copy: the shared fixture stays sound
+    with torch.no_grad():
+        model.model.norm.weight[0] = float("nan")
+    return model, tok
+
+
+@pytest.mark.parametrize("decode_fn", [
+    functools.partial(decode_graphed, capture=False),
+    functools.partial(decode_graphed, capture=False, sampler="multinomial"),
+    functools.partial(decode_fast, sampler="inverse_cdf"),
+    functools.partial(decode_fast, sampler="race")],
+    ids=["graph_step_inverse_cdf", "graph_step_multinomial", "inverse_cdf", "race"])
+@pytest.mark.parametrize("do_sample", [False, True], ids=["greedy", "sampled"])
+def test_logits_that_are_not_finite_raise_whatever_the_draw(diverged, prompts,
+                                                            decode_fn, do_sample):
+    """Greedy argmax, the inverse CDF and the race all pick some token from nan
+    logits without complaint; the decode loop refuses them after the fact."""
+    model, tok = diverged
+    with pytest.raises(RuntimeError, match="not finite .* the model has diverged"):
+        generate(model, tok, prompts[:2], num_generations=2, max_new_tokens=6,
+                 do_sample=do_sample, seed=0, decode_fn=decode_fn)
+
+
+def test_require_finite_reads_only_the_rows_still_writing():
+    logp = torch.tensor([[-0.5, -1.0], [-0.2, 0.0]])  # row 1 stopped after a token
+    assert require_finite(logp) is logp
+    logp[0, 1] = float("nan")
+    with pytest.raises(RuntimeError, match=r"in rows \[0\]"):
+        require_finite(logp)
 
 
 def test_a_tensor_column_gives_the_int_columns_logits(tiny, prompts):
