@@ -46,7 +46,7 @@ from grpo_lib.models import (  # noqa: E402
 from grpo_lib.packing import PACKING_MODES, packing, packing_mode  # noqa: E402
 from grpo_lib.sampling import generate, tokenize_prompts  # noqa: E402
 from grpo_lib.speed import (SHAPES, append_row, decode_read_bytes,  # noqa: E402
-                            memory_bandwidth, shape_model)
+                            memory_bandwidth, shape_model, sync)
 from grpo_lib.tasks.arithmetic import chat_prompt, make_problems  # noqa: E402
 
 DEFAULT_MODEL = ROOT / "data" / "models" / "tiny-qwen2-base"
@@ -70,11 +70,6 @@ def load(args):
     if dtype is not None:
         model = model.to(dtype)
     return model, tok, "random tiny Qwen2 (data/models/tiny-qwen2-base not found)"
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def run_sampler(model, tok, prompts, args) -> float:

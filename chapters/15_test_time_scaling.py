@@ -925,7 +925,8 @@ say(f"The value model learned from {len(targets):,} states of "
 
 # %%
 from grpo_lib.exercises.ch15 import (check_first_wrong_step,  # noqa: E402
-                                     check_majority_vote, check_pass_at_k)
+                                     check_majority_vote, check_pass_at_k,
+                                     check_soft_labels)
 
 
 def my_pass_at_k(n, c, k):
@@ -975,7 +976,28 @@ except NotImplementedError:
           "'a op b = v, now rest', and evaluate both with grpo_lib.safe_math.")
 
 # %% [markdown]
-# **15.4 — Think.** (a) Design a variant of the book's task on which RL *should*
+# **15.4 — Soft value labels.** `value_targets` labels each state with the grade of
+# the one answer it came from. Answers to one problem often share their first steps,
+# so a state can have several rollouts behind it. Write
+# `my_soft_labels(completions, question)`: a dict from every state of the answers
+# (`step_prefixes`) to the share of the answers through it that pass `process_ok`,
+# Math-Shepherd's soft estimate {cite}`wang2024mathshepherd`. Which of the three AUCs
+# above should labels like these raise, and why?
+
+# %%
+def my_soft_labels(completions, question):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_soft_labels(my_soft_labels)
+except NotImplementedError:
+    print("Not implemented yet: collect the grade of every answer under each of its "
+          "states (grpo_lib.test_time.step_prefixes), then average per state.")
+
+# %% [markdown]
+# **15.5 — Think.** (a) Design a variant of the book's task on which RL *should*
 # lengthen the answers and amplify the self-corrections: what must a second look
 # earn that a first one cannot? (b) The verified vote needs no gold answer, only the
 # question. Could it make training data, as rejection sampling did in chapter 12, and

@@ -80,7 +80,7 @@ from grpo_lib.runs import final_eval, load_run, load_seeds, mean_range, parting_
 from grpo_lib.sampling import generate, tokenize_prompts
 from grpo_lib.shared_prompt import group_logprobs, prompt_share
 from grpo_lib.speed import (decode_step_ops, forward_flops, machine_description,
-                            matmul_peak, step_flops)
+                            matmul_peak, step_flops, sync)
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR
 from grpo_lib.trainer import GRPOConfig, GRPOTrainer
@@ -96,11 +96,6 @@ TINY = REPO / "data" / "models" / "tiny-qwen2-base"
 hf, tok = load_model_and_tokenizer(TINY, device=P.device)
 ours = Qwen2.from_transformers(hf, share_weights=True)  # the policy's own tensors
 DEVICE = hf.device
-
-
-def sync():  # wait for the GPU before reading a clock (nothing to wait for on a CPU)
-    if DEVICE.type == "cuda":
-        torch.cuda.synchronize(DEVICE)
 
 
 prompts = list(load_task_split("arithmetic", "test")["prompt"])
@@ -366,7 +361,7 @@ def logp_and_grads(fn):
     start = time.perf_counter()
     logp = fn()
     logp.sum().backward()
-    sync()
+    sync(DEVICE)
     seconds = time.perf_counter() - start
     grads = torch.cat([p.grad.flatten() for p in hf.parameters()])
     return logp.detach(), grads, seconds
@@ -412,7 +407,7 @@ def bf16_seconds(attention):
         start = time.perf_counter()
         group_logprobs(half, gp_ids, gp_mask, c_ids, c_mask,
                        attention=attention).float().sum().backward()
-        sync()
+        sync(DEVICE)
         return time.perf_counter() - start
 
     once()  # warm-up
@@ -470,7 +465,7 @@ for _ in range(3):  # interleaved, so a change in load hits every contender
     for name, fn in samplers.items():
         start = time.perf_counter()
         fn()
-        sync()
+        sync(DEVICE)
         best[name] = min(best.get(name, 1e9), time.perf_counter() - start)
 sampler_table = pd.DataFrame({"seconds": best,
                               "tokens/s": {k: N_PROMPTS * G * LENGTH / v
@@ -649,7 +644,7 @@ def update_ms(packed):
         start = time.perf_counter()
         group_logprobs(hf, gp_ids, gp_mask, c_ids, c_mask,
                        packed=packed).sum().backward()
-        sync()
+        sync(DEVICE)
         return time.perf_counter() - start
 
     once()  # warm-up, and the packing
@@ -703,7 +698,7 @@ def update_seconds(fn, width):
     hf.zero_grad()
     start = time.perf_counter()
     fn(hf, gp_ids, gp_mask, c_ids[:, :width], c_mask[:, :width]).sum().backward()
-    sync()
+    sync(DEVICE)
     return time.perf_counter() - start
 
 

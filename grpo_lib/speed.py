@@ -30,7 +30,7 @@ from torch.profiler import ProfilerActivity, profile
 __all__ = ["fastest_seconds", "matmul_peak", "forward_flops", "step_flops",
            "cpu_name", "machine_description", "decode_step_ops", "memory_bandwidth",
            "decode_read_bytes", "QWEN25_05B_SHAPE", "SHAPES", "shape_model",
-           "append_row", "quiet_profile"]
+           "append_row", "quiet_profile", "sync"]
 
 
 def fastest_seconds(fn, rounds: int = 5, calls: int = 1, warmups: int = 1) -> float:
@@ -150,12 +150,10 @@ def memory_bandwidth(device="cpu", nbytes: int = 1 << 30, repeats: int = 10) -> 
     dst = torch.empty_like(src)
     times = []
     for i in range(repeats + 2):
-        if src.is_cuda:
-            torch.cuda.synchronize(src.device)
+        sync(src.device)
         t0 = time.perf_counter()
         dst.copy_(src)
-        if src.is_cuda:
-            torch.cuda.synchronize(src.device)
+        sync(src.device)
         if i >= 2:
             times.append(time.perf_counter() - t0)
     return 2 * nbytes / min(times)
@@ -221,3 +219,12 @@ def quiet_profile():
     standard error at start and stop; yields the profiler."""
     with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
         yield prof
+
+
+def sync(device) -> None:
+    """Wait until ``device`` has done the work queued on it, before a clock is read:
+    a CUDA call returns once its kernels are launched, not once they have run (a CPU
+    queues nothing)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -357,9 +357,8 @@ def expand(node: Node, continuations: Sequence[str], values: Sequence[float]) ->
     with the values of the samples that begin with it."""
     children = {child.text: child for child in node.children}
     for continuation, value in zip(continuations, values):
-        head, kind = _next_step(continuation)
-        closed = kind != "step"
-        text = node.text + (continuation if closed else head)
+        head, kind = _next_step(continuation)  # not a step: head is all of it
+        text, closed = node.text + head, kind != "step"
         if text not in children:
             children[text] = Node(text, closed=closed)
             node.children.append(children[text])
@@ -384,6 +383,14 @@ def settled_text(root: Node) -> tuple[str, bool]:
     return node.text, node.closed
 
 
+def _values(value: Callable, triples: Sequence[tuple[str, str, str]]) -> list[float]:
+    """``value(prefix, continuation, question)`` of each triple, by one call of
+    ``value.many`` when the value has it (a model scores them as one batch)."""
+    if hasattr(value, "many") and triples:
+        return [float(v) for v in value.many(triples)]
+    return [float(value(*triple)) for triple in triples]
+
+
 def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[str],
                 value: Callable = rollout_value, simulations: int = 8, width: int = 4,
                 c: float = 1.0, max_new_tokens: int = 128, seed: int = 0,
@@ -391,7 +398,8 @@ def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
     """Monte Carlo tree search over steps, one tree per prompt. Each simulation
     selects a leaf by :func:`ucb`, samples ``width`` continuations from it, values
     each by ``value(prefix, continuation, question)`` (as :func:`step_search` does;
-    by default the grade of the whole answer it writes, a rollout), and
+    by default the grade of the whole answer it writes, a rollout; a value with a
+    ``many(triples)`` method, as :func:`learned_value`'s, gets them all at once), and
     :func:`expand` and :func:`backup` the values; a closed leaf is valued again. Then
     :func:`settled_text`, finished greedily if the reasoning is still open. One
     ``generate`` call per simulation serves every tree. ``prompts`` are rendered
@@ -407,9 +415,10 @@ def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
     candidates, tokens = [0] * len(prompts), [0] * len(prompts)
     for s in range(simulations):
         paths = [select(root, c) for root in roots]
-        for path, q in zip(paths, questions):
-            if path[-1].closed:  # nothing to expand: its value again
-                backup(path, [float(value(path[-1].text, "", q))])
+        closed = [i for i, path in enumerate(paths) if path[-1].closed]
+        again = _values(value, [(paths[i][-1].text, "", questions[i]) for i in closed])
+        for i, v in zip(closed, again):  # nothing to expand: its value again
+            backup(paths[i], [v])
         open_ = [i for i, path in enumerate(paths) if not path[-1].closed]
         if not open_:
             break
@@ -417,9 +426,12 @@ def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
         out = generate(model, tokenizer, leaves, num_generations=width,
                        max_new_tokens=max_new_tokens, seed=seed + s, **generate_kwargs)
         lengths = out.completion_lengths.tolist()
+        valued = _values(value, [(paths[i][-1].text, t, questions[i])
+                                 for j, i in enumerate(open_)
+                                 for t in out.texts[j * width:(j + 1) * width]])
         for j, i in enumerate(open_):
             leaf, group = paths[i][-1], out.texts[j * width:(j + 1) * width]
-            values = [float(value(leaf.text, t, questions[i])) for t in group]
+            values = valued[j * width:(j + 1) * width]
             expand(leaf, group, values)
             backup(paths[i], values)
             candidates[i] += width
@@ -502,16 +514,22 @@ def train_value_model(model, tokenizer, targets, steps: int = 300,
     return pd.DataFrame(rows)
 
 
-def learned_value(model, tokenizer) -> Callable:
+def learned_value(model, tokenizer, batch_size: int = 256) -> Callable:
     """A value for :func:`tree_search` from a trained value model: the probability
     it gives the state after the candidate's next step (the whole continuation when
-    that ends the reasoning)."""
+    that ends the reasoning). Its ``many(triples)`` scores a list of ``(prefix,
+    continuation, question)`` in batches of ``batch_size``."""
     from .reward_model import score_texts
 
-    def value(prefix: str, continuation: str, question: str) -> float:
-        head, kind = _next_step(continuation)
-        state = prefix + (head if kind == "step" else continuation)
-        score = score_texts(model, tokenizer, [question], [state])  # [1]
-        return torch.sigmoid(score)[0].item()
+    def many(triples: Sequence[tuple[str, str, str]]) -> list[float]:
+        states = [prefix + _next_step(continuation)[0]  # head: all if not a step
+                  for prefix, continuation, _ in triples]
+        questions = [question for *_, question in triples]
+        scores = score_texts(model, tokenizer, questions, states, batch_size)  # [N]
+        return torch.sigmoid(scores).tolist()
 
+    def value(prefix: str, continuation: str, question: str) -> float:
+        return many([(prefix, continuation, question)])[0]
+
+    value.many = many
     return value

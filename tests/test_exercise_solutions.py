@@ -364,6 +364,15 @@ def _ch15_equations_only(text, question):
     return next((i for i, (_, ok) in enumerate(labels) if not ok), None)
 
 
+def _ch15_hard_labels(completions, question):
+    """value_targets' labels: each state keeps the grade of the last answer through
+    it."""
+    from grpo_lib.test_time import process_ok, step_prefixes
+
+    return {state: float(process_ok(c, question))
+            for c in completions for state in step_prefixes(c)}
+
+
 def _ch14_topk_not_renormalised(s, t, k):
     top = t.topk(k, dim=-1)
     p_t = t.softmax(-1).gather(-1, top.indices)
@@ -468,6 +477,7 @@ WRONG_ATTEMPTS = {
     "ch15.check_majority_vote": (lambda a: max(a, key=a.count), "must not win"),
     # equations only: left to right passes
     "ch15.check_first_wrong_step": (_ch15_equations_only, "after 'now'"),
+    "ch15.check_soft_labels": (_ch15_hard_labels, "one answer's grade"),
     "ch21.check_verl_row": (_ch21_answer_not_under_reward_model, "ground_truth"),
     "ch21.check_loss_agg": (lambda t: "token-mean", "averages each completion"),
 }

@@ -294,6 +294,32 @@ def test_tree_search_runs_the_tiny_base_and_counts_its_cost():
             tree_search(model, tokenizer, prompts, questions, **bad)
 
 
+def test_tree_search_values_each_simulation_in_one_call_when_it_can():
+    """A value with ``many`` gets each simulation's candidates as one list, and the
+    search ends where the one-at-a-time value's does."""
+    model, tokenizer = load_model_and_tokenizer(TINY_BASE)
+    questions = [Q, "2 + 3 * 4", "7 - 2 * 3"]
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}],
+                                             add_generation_prompt=True,
+                                             tokenize=False) for q in questions]
+    calls = []
+
+    def batched(prefix, continuation, question):
+        return rollout_value(prefix, continuation, question)
+
+    def many(triples):
+        calls.append(len(triples))
+        return [rollout_value(*t) for t in triples]
+
+    batched.many = many
+    kwargs = dict(simulations=3, width=2, max_new_tokens=32, seed=1)
+    got = tree_search(model, tokenizer, prompts, questions, value=batched, **kwargs)
+    want = tree_search(model, tokenizer, prompts, questions, **kwargs)
+    assert got == want
+    assert calls[0] == 3 * 2  # the first simulation: every tree's candidates at once
+    assert len(calls) <= 2 * 3  # per simulation, closed leaves once and candidates once
+
+
 def test_step_prefixes_are_the_states_of_a_search_over_steps():
     states = step_prefixes(RIGHT)
     assert states == ["<think> First 5 * 2 = 10, now 3 + 6 + 10.",
@@ -332,6 +358,10 @@ def test_a_value_model_learns_its_targets_and_values_the_next_step():
     want = torch.sigmoid(score_texts(model, tok, [Q], [next_state]))[0].item()
     assert value(PREFIX, GOOD, Q) == pytest.approx(want)
     assert 0.0 < value(PREFIX, END, Q) < 1.0
+    triples = [(PREFIX, GOOD, Q), (PREFIX, END, Q), ("", RIGHT, Q)]
+    assert value.many(triples) == pytest.approx([value(*t) for t in triples],
+                                                 abs=1e-6)  # batched, padded: same
+    assert value.many([]) == []
     with pytest.raises(ValueError, match="targets is empty"):
         train_value_model(model, tok, targets.iloc[:0])
     with pytest.raises(ValueError, match="steps and batch_size"):

@@ -2,9 +2,10 @@
 Solutions: book/solutions/ch15.md."""
 from __future__ import annotations
 
+from collections import defaultdict
 from itertools import combinations
 
-from ..test_time import _key, first_wrong_step, pass_at_k
+from ..test_time import _key, first_wrong_step, pass_at_k, process_ok, step_prefixes
 
 
 # ------------------------------------------------------------------ 15.1 pass@k
@@ -113,4 +114,69 @@ def check_first_wrong_step(fn) -> bool:
                     "the question's 19: check the expression after 'now' as well.")
         raise AssertionError(f"{name}: expected {expected!r}, got {got!r}.{hint}")
     print("check_first_wrong_step: false equations and wrong turns both found.")
+    return True
+
+
+# ------------------------------------------------------- 15.4 soft value labels
+_SHARED = "<think> First 5 * 2 = 10, now 3 + 6 + 10."
+_ANSWERS = [
+    _SHARED + " Then 3 + 6 = 9, now 9 + 10. Finally 9 + 10 = 19. </think> "
+    "<answer> 19 </answer>",
+    _SHARED + " Then 3 + 6 = 8, now 8 + 10. Finally 8 + 10 = 18. </think> "
+    "<answer> 18 </answer>",
+    "<think> First 3 + 6 = 9, now 9 + 5 * 2. Then 9 + 5 = 14, now 14 * 2. Finally "
+    "14 * 2 = 28. </think> <answer> 28 </answer>",
+    _SHARED + " Then 3 + 6 = 9, now 9 + 10. Finally 9 + 10 = 19. </think> "
+    "<answer> 19 </answer>",  # the first answer again: a second rollout
+    "<answer> 19 </answer>",  # no steps: one state, and it fails process_ok
+]
+
+
+def _soft_labels(completions, question) -> dict[str, float]:
+    through = defaultdict(list)  # state -> the grades of the answers through it
+    for completion in completions:
+        ok = process_ok(completion, question)
+        for state in step_prefixes(completion):
+            through[state].append(ok)
+    return {state: sum(oks) / len(oks) for state, oks in through.items()}
+
+
+def check_soft_labels(fn) -> bool:
+    """Check ``fn(completions, question) -> dict[str, float]``: every state of the
+    answers (``step_prefixes``), mapped to the share of the answers through it that
+    pass ``process_ok``."""
+    if fn([], _Q) != {}:
+        raise AssertionError("no answers: expected an empty dict.")
+    expected = _soft_labels(_ANSWERS, _Q)
+    got = fn(list(_ANSWERS), _Q)
+    if not isinstance(got, dict):
+        raise AssertionError(f"expected a dict from state to label, got "
+                             f"{type(got).__name__}.")
+    missing, extra = set(expected) - set(got), set(got) - set(expected)
+    if missing or extra:
+        raise AssertionError(
+            f"{len(missing)} states missing and {len(extra)} unexpected: the states "
+            "are grpo_lib.test_time.step_prefixes of each answer, texts as they are.")
+    try:
+        got = {state: float(label) for state, label in got.items()}
+    except (TypeError, ValueError):
+        raise AssertionError("every label must be a number: the share of the answers "
+                             "through the state that pass.") from None
+    shared = got[_SHARED]
+    if abs(shared - expected[_SHARED]) > 1e-9:
+        hint = ""
+        if shared in (0.0, 1.0):
+            hint = (" That is one answer's grade; a state that several answers pass "
+                    "through gets the share of them that pass.")
+        elif abs(shared - 0.5) < 1e-9:
+            hint = (" Two answers are the same text: each is a rollout of its own, "
+                    "so count both.")
+        raise AssertionError(
+            f"the first step that three answers share: expected "
+            f"{expected[_SHARED]:.3f} (two of the three pass), got {shared!r}.{hint}")
+    for state, label in expected.items():
+        if abs(got[state] - label) > 1e-9:
+            raise AssertionError(f"state {state[-40:]!r}: expected {label:.3f}, got "
+                                 f"{got[state]!r}.")
+    print("check_soft_labels: every state gets the share of its rollouts that pass.")
     return True
