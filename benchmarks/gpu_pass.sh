@@ -9,7 +9,9 @@
 #    128 tokens in bfloat16, with and without CUDA graphs, for the tiny checkpoint and
 #    random models of the small shape and of Qwen2.5-0.5B's (forced-length timings do
 #    not depend on the weights; the 41 MB small checkpoint stays home);
-# 3. one GRPO step against TRL 1.16 (bfloat16) for the tiny and small models;
+# 3. one GRPO step against TRL 1.16 (bfloat16) for the tiny and small models, with
+#    the trainer's default draw (multinomial, replayed in the graph since 2026-11-30;
+#    the H100 rows of 2026-11-28 were measured with --sampler inverse_cdf);
 # 4. one step of chapter 21's recipe (configs/qwen25_gsm8k.yaml: 16 prompts x 8
 #    completions x 512 tokens, micro-batch 16) on the Qwen2.5-0.5B shape, ours only.
 # Rows are appended to benchmarks/results/*.csv; LOG_DIR gets the console log and a
@@ -45,11 +47,10 @@ for graph in --cuda-graph --no-cuda-graph; do
     step "sampler $shape $graph" 120 "${SAMPLER[@]}" --shape "$shape" "$graph"
   done
 done
-step "step tiny" 120 "$PY" benchmarks/step_vs_trl.py --dtype bfloat16 --csv "$T" \
-  --sampler inverse_cdf
+step "step tiny" 120 "$PY" benchmarks/step_vs_trl.py --dtype bfloat16 --csv "$T"
 step "step small" 150 "$PY" benchmarks/step_vs_trl.py --dtype bfloat16 --csv "$T" \
-  --shape small --sampler inverse_cdf
+  --shape small
 step "recipe step qwen2.5-0.5b" 180 "$PY" benchmarks/step_vs_trl.py --dtype bfloat16 \
   --shape qwen2.5-0.5b --prompts 16 --G 8 --length 512 --micro-batch 16 --skip-trl \
-  --warmup 1 --steps 2 --sampler inverse_cdf --csv "$T"
+  --warmup 1 --steps 2 --csv "$T"
 echo "== done ($(date -u +%H:%M:%S))" | tee -a "$log"

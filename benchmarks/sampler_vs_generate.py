@@ -127,9 +127,9 @@ def main(argv=None) -> dict:
     p.add_argument("--cuda-graph", default=True, dest="cuda_graph",
                    action=argparse.BooleanOptionalAction,
                    help="fast engine on CUDA: replay each step as a CUDA graph")
-    p.add_argument("--sampler", default="inverse_cdf", choices=FAST_SAMPLERS,
-                   help="fast engine's draw (grpo_lib.fast_decode.FAST_SAMPLERS; the "
-                        "trainer's rollout_sampler defaults to multinomial)")
+    p.add_argument("--sampler", default="multinomial", choices=FAST_SAMPLERS,
+                   help="fast engine's draw (grpo_lib.fast_decode.FAST_SAMPLERS; "
+                        "default: the trainer's rollout_sampler)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", default=None, help="e.g. bfloat16 (default: as saved)")
     p.add_argument("--prompts", type=int, default=16, help="number of distinct prompts")

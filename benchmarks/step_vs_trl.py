@@ -221,9 +221,9 @@ def main(argv=None):
     parser.add_argument("--sampler", default=None,
                         choices=FAST_SAMPLERS,
                         help="ours, fast engine: rollout_sampler (default: the "
-                             "trainer's, multinomial; inverse_cdf is the draw a CUDA "
-                             "graph replays; race is multinomial's race from "
-                             "uniform numbers)")
+                             "trainer's, multinomial; a CUDA graph replays it and "
+                             "inverse_cdf; race is multinomial's race from uniform "
+                             "numbers)")
     parser.add_argument("--share-prompt", default=True, dest="share_prompt",
                         action=argparse.BooleanOptionalAction,
                         help="ours: compute each group's prompt once in the update "
