@@ -135,7 +135,8 @@ def next_step(tokens: list,
 
     Parentheses first (innermost, leftmost); inside a group ``*`` before ``+``/``-``
     when ``precedence`` is True, otherwise strictly left to right (the designed
-    mistake). A group reduced to one number loses its parentheses.
+    mistake). A group reduced to one number keeps its parentheses, ``(14)``, which
+    :func:`solve_steps` drops (:func:`_bare_numbers`).
     """
     lo, hi = _innermost_span(tokens)
     inner = tokens[lo:hi]
@@ -147,11 +148,7 @@ def next_step(tokens: list,
     a, op, b = inner[k - 1], inner[k], inner[k + 1]
     value = _apply(a, op, b)
     inner = inner[: k - 1] + [value] + inner[k + 2:]
-    if len(inner) == 1 and lo > 0:  # "(14)" -> "14"
-        new = tokens[: lo - 1] + inner + tokens[hi + 1:]
-    else:
-        new = tokens[:lo] + inner + tokens[hi:]
-    return (a, op, b, value), new
+    return (a, op, b, value), tokens[:lo] + inner + tokens[hi:]
 
 
 def solve_steps(question: str,
