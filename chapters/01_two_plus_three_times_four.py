@@ -254,13 +254,13 @@ for name, adv in [("population", adv_population), ("sample", adv_sample)]:
 #   the factor $\sqrt{(G-1)/G}$, so the same learning rate takes a smaller step.
 
 # %%
-fig, (ax_r, ax_a) = plt.subplots(1, 2, figsize=(7.5, 3.3), width_ratios=[1, 2],
+fig, (ax_r, ax_a) = plt.subplots(1, 2, figsize=(7.5, 3.3), width_ratios=[1, 2.6],
                                  constrained_layout=True)
 bar_table({"reward": rewards}, labels, fmt="{:.1f}", title="reward $r_i$", ax=ax_r)
 baseline = ax_r.axhline(mean, color="black", ls="--", lw=1, label="group mean")
 ax_r.legend(handles=[baseline], loc="upper right")
 ax_r.set_ylim(0, 1.6)
-bar_table(advantages[["A (population std)", "A (sample std)"]], fmt="{:+.2f}",
+bar_table(advantages[["A (population std)", "A (sample std)"]], fmt="{:.2f}",
           title=r"advantage $\hat A_i$", ax=ax_a)
 fig.suptitle(f"{question} = ?  (G = {G})")
 for text in fig.findobj(matplotlib.text.Text):  # every label at least 9 pt
