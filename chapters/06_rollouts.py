@@ -616,7 +616,7 @@ say(f"Here the book's sampler wrote {tokens / t_ours:,.0f} tokens/s and `generat
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch06` that
-# says what is wrong. As committed, the stubs raise `NotImplementedError` and the cell
+# says what is wrong. As written, the stubs raise `NotImplementedError` and the cell
 # prints a hint; solutions are in the appendix ({doc}`../book/solutions/ch06`).
 #
 # **6.1 — Top-p filtering.** Write `my_top_p_filter(logits, top_p)` for `logits` of

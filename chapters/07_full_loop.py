@@ -823,7 +823,7 @@ if mix_after > mix_before:
 # ## Exercises
 #
 # Stubs to fill in, each checked by a function from `grpo_lib.exercises.ch07`. As
-# committed, the stubs raise `NotImplementedError` and the cell prints a hint;
+# written, the stubs raise `NotImplementedError` and the cell prints a hint;
 # solutions are in the appendix, {doc}`../book/solutions/ch07`.
 #
 # **7.1 — From rewards to loss.** Write `my_grpo_loss(logp, rewards, mask, G)`: given

@@ -1129,7 +1129,7 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch08` that
-# says what is wrong. As committed, the stubs raise `NotImplementedError` and the cell
+# says what is wrong. As written, the stubs raise `NotImplementedError` and the cell
 # prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch08`.
 #
 # **8.1 — Three aggregations.** Write `my_aggregate(per_token_loss, mask, loss_type,

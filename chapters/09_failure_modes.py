@@ -1586,7 +1586,7 @@ shutil.rmtree(runs_dir, ignore_errors=True)  # the runs were only needed for thi
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch09` that
-# says what is wrong. As committed, the stubs raise `NotImplementedError` and the cell
+# says what is wrong. As written, the stubs raise `NotImplementedError` and the cell
 # prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch09`.
 #
 # **9.1 — Dead groups.** Write `my_zero_std_frac(rewards, group_size)`: `rewards` is a

@@ -775,7 +775,7 @@ say(f"On this task the cold start's better start is the starting accuracy itself
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch10`
-# that says what is wrong. As committed, the stubs raise `NotImplementedError` and the
+# that says what is wrong. As written, the stubs raise `NotImplementedError` and the
 # cell prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch10`.
 #
 # **10.1 — The assistant mask, read off the tokens.** Write

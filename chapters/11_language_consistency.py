@@ -1413,7 +1413,7 @@ say(f"From the self-distilled start (sampled mixing "
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch11`
-# that says what is wrong. As committed, the stubs raise `NotImplementedError` and the
+# that says what is wrong. As written, the stubs raise `NotImplementedError` and the
 # cell prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch11`.
 #
 # **11.1 — The language share by hand.** Write `my_language_share(reasoning)`: the

@@ -878,7 +878,7 @@ say(f"The two models disagree on {n_ctl + n_s2} problems, and the control is the
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch12`
-# that says what is wrong. As committed, the stubs raise `NotImplementedError` and the
+# that says what is wrong. As written, the stubs raise `NotImplementedError` and the
 # cell prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch12`.
 #
 # **12.1 — How many samples per prompt?** A prompt that the RL model answers correctly

@@ -194,8 +194,8 @@ show_source(RewardModel.forward)
 # Training is plain supervised learning on the pairs: each step scores 32 chosen and
 # 32 rejected answers in one batch and takes an AdamW step on the Bradley–Terry loss
 # (`train_reward_model`). The cell below repeats the command's training on the
-# committed pairs, sized by the profile; on a 2-core CPU the full 300 steps take two
-# to three minutes.
+# committed pairs, sized by the profile, and prints its time (the 300 steps and their
+# held-out evaluations take a few minutes on a 2-core CPU).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -267,9 +267,11 @@ say(f"On the {len(test_pairs):,} held-out pairs the committed reward model ranks
     f"preferences, this is a good one.")
 
 # %% [markdown]
-# Ranking two answers to the same question is the task it was trained for. A reward
-# for RL needs more: a score that means the same on every question, so that a right
-# answer anywhere outscores a wrong one. Its scores of the distinct answers in the
+# Ranking two answers to the same question is the task it was trained for, and it
+# is all GRPO uses: the advantages compare the answers of one group, so a score's
+# offset on a question cancels. What RL needs more is that the ranking holds on the
+# answers the policy writes as it changes, not only on the base model's, and that
+# depends on what the score pays for. Its scores of the distinct answers in the
 # held-out pairs, right and wrong (the problems whose four answers all had one
 # utility gave no pair, so the easiest and the hardest problems are missing):
 
@@ -599,7 +601,7 @@ say(f"Picking with the reward model raises the share of right answers from "
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch13`
-# that says what is wrong. As committed, the stubs raise `NotImplementedError` and the
+# that says what is wrong. As written, the stubs raise `NotImplementedError` and the
 # cell prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch13`.
 #
 # **13.1 — The Bradley–Terry loss.** Write `my_bt_loss(chosen, rejected)`: the mean

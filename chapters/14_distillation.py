@@ -353,9 +353,10 @@ for k in (0, 1):  # its first two answers, right or wrong
 # - **distil (KL)**: the same answers with the token-level loss alone,
 #   `distill_alpha=1`, forward KL, $\tau = 1$; **distil (reverse KL)** the same with
 #   the reverse KL.
-# - **distil, then RL**: GRPO from each distilled student, with the settings the
-#   teacher's own RL used in chapter 11 (answers of up to 128 tokens, learning rate
-#   1e-4). The R1 paper leaves this step to others.
+# - **distil, then RL**: GRPO from each distilled student, with chapter 7's rewards
+#   (accuracy and format) and the length and learning rate of the teacher's own RL
+#   in chapter 11 (answers of up to 128 tokens, learning rate 1e-4), without its
+#   language reward. The R1 paper leaves this step to others.
 #
 # Each final model then answers the 500 held-out problems (greedy, at most 128 new
 # tokens, the teacher's setting).
@@ -442,8 +443,8 @@ say(f"Every route but one takes the student from "
     f", and RL after distillation {span('distil, then RL')}. The reverse KL fails: "
     f"{span('distil (reverse KL)')}. "
     f"At this level one accuracy on 500 problems has a standard error of about "
-    f"{std_error:.3f}, so the other routes differ by no more than two seeds of one "
-    f"route do, and by no more than noise. The same RL run on the tiny base ended at "
+    f"{std_error:.3f}, and the other routes differ by no more than two seeds of one "
+    f"route do (RL's own: {span('RL')}). The same RL run on the tiny base ended at "
     f"{min(tiny_rl):.3f} / {max(tiny_rl):.3f}. A student with {ratio:.1f} times "
     f"fewer parameters gives up nothing here, but that was settled before any "
     f"training: its base already answered as well as the tiny base "
@@ -497,7 +498,7 @@ say(f"Teacher-forced, the reverse-KL student picks the teacher's token "
 #
 # RL matching distillation is not the paper's result, and the reason is in the
 # student's base. RL can only reinforce answers the policy already samples: a group
-# with no right answer has no advantage to learn from (chapter 1). Yue et al.
+# with no right answer gives no advantage to being right (chapter 1). Yue et al.
 # {cite}`yue2025limit` find that RL on large models, too, mostly makes likelier what
 # the base model could already sample, while distillation can teach answers outside
 # it. A hard benchmark for a 32B base is a task where right answers are rare in its
@@ -517,11 +518,11 @@ say(f"The student base answers a share "
 # ### A student that rarely finds the answer
 #
 # To see the other regime, the same student can start from a base that rarely samples
-# a right answer: the `mini` base's recipe stopped after 300 of its 3,000 steps
-# (`data/models/mini-qwen2-base-300`). It is weak because it was pretrained a tenth as
-# long, not because it is small, but for RL the effect is the one the paper points
-# to. The same RL run and the same SFT on the teacher's answers, two seeds each
-# (`scripts/ch14_runs.sh` with `STUDENT` and `TAG=_early`):
+# a right answer: the `mini` base's recipe run for 300 steps instead of 3,000, with
+# its own, shorter schedule (`data/models/mini-qwen2-base-300`). It is weak because
+# it was pretrained a tenth as long, not because it is small, but for RL the effect
+# is the one the paper points to. The same RL run and the same SFT on the teacher's
+# answers, two seeds each (`scripts/ch14_runs.sh` with `STUDENT` and `TAG=_early`):
 
 # %%
 EARLY_DIR = MODELS / "mini-qwen2-base-300"
@@ -540,11 +541,15 @@ early_format = [early_held["rl", seed]["format_rate"] for seed in (0, 1)]
 say(f"This base answers {early_card.loc['greedy', 'strict_acc']:.3f} of the held-out "
     f"problems greedily and {early_card.loc['sampled', 'pass_at_k']:.3f} with any of "
     f"{early_card.loc['sampled', 'k']:.0f} samples. RL from it ends at "
-    f"{early['RL'].min():.3f} / {early['RL'].max():.3f}: the training accuracy of "
+    f"{early['RL'].min():.3f} / {early['RL'].max():.3f}"
+    + (", below where it started" if early["RL"].max()
+       < early_card.loc["greedy", "strict_acc"] else "")
+    + f": the training accuracy of "
     f"its first ten steps was "
     f"{np.mean([m['accuracy'].head(10).mean() for m in rl_early]):.3f}, so almost "
     f"every group was all wrong, and the reward it could collect came from the "
-    f"format (a share {min(early_format):.3f} of its final answers are well formed). "
+    f"format (a share {min(early_format):.3f} of its final answers are well formed), "
+    f"which moved the policy with nothing to say about being right. "
     f"SFT on the teacher's answers, which needs no right answer from the student, "
     f"takes the same base to {early['distil (SFT)'].min():.3f} / "
     f"{early['distil (SFT)'].max():.3f}: far below the teacher, since a base trained "
@@ -589,7 +594,7 @@ say(f"RL on the student keeps the base's language mixing, even raises it (a shar
     f"{habits.loc['distil (SFT)', 'checks']:.3f} of their answers, "
     f"{habits.loc['distil (SFT)', 'mean_length']:.0f} tokens on average. That is the "
     f"part of the R1 result this task can show: the student inherits, in one SFT "
-    f"pass, what cost the teacher a cold start and a reward of its own.")
+    f"stage, what cost the teacher its cold start.")
 
 # %% [markdown]
 # ### Its blind spots too
@@ -646,10 +651,10 @@ say(f"The distilled students are weakest on problems of {worst} "
 # %% [markdown]
 # ## What each route cost
 #
-# Seconds of training steps on this machine type (one torch thread per run, two runs
+# Seconds of training steps on a 2-core x86 CPU (one torch thread per run, two runs
 # side by side), the mean of the two seeds; "distil, then RL" adds its SFT to its RL.
 # Distillation's bill has a second part that the student never sees: making the
-# teacher and its answers. Those steps ran earlier on another 2-core VM (an AMD EPYC),
+# teacher and its answers. Those steps ran on a comparable 2-core CPU (an AMD EPYC),
 # and their model cards and data README record the times. Pretraining the two bases
 # is left out of both sides.
 
@@ -681,7 +686,7 @@ say(f"On the student's side RL and SFT cost about the same, "
     f"{steps_s['distil (KL)'] / steps_s['distil (SFT)']:.1f} times the SFT, because "
     f"the teacher, {ratio:.1f} times the student's size, runs on every batch. The "
     f"teacher's side, "
-    f"{teacher_bill.sum():,.0f} s on the other VM, is paid once: the same answers "
+    f"{teacher_bill.sum():,.0f} s on the other CPU, is paid once: the same answers "
     f"could teach any number of students. With the paper's numbers the balance tips "
     f"far more: R1-Zero-Qwen-32B's RL ran over 10k steps, while the distilled models "
     f"reuse answers that R1's own training had made.")
@@ -702,10 +707,17 @@ for seed in (0, 1):
 change = pd.DataFrame(change).set_index("seed")
 change["change"] = change["after 150 GRPO steps"] - change["distilled (step 0)"]
 display(change.round(3))
+cold_start = pd.read_csv(MODELS / "tiny-qwen2-cold-start" / "eval.csv", index_col=0)
 say(f"RL moves the distilled students by {change['change'].iloc[0]:+.3f} and "
     f"{change['change'].iloc[1]:+.3f}, within the standard error of "
-    f"{std_error:.3f}. They start at the teacher's level, and the teacher was itself "
-    f"made by RL on this reward, so little is left for the reward to pay for. RL "
+    f"{std_error:.3f}. They start at the teacher's level, and the teacher's own RL, "
+    f"on this reward plus a language reward, "
+    + ("did not raise its accuracy either"
+       if teacher_card.loc["greedy", "strict_acc"]
+       - cold_start.loc["greedy", "strict_acc"] <= std_error else "raised it")
+    + f" (its cold start answered {cold_start.loc['greedy', 'strict_acc']:.3f}, the "
+    f"teacher {teacher_card.loc['greedy', 'strict_acc']:.3f}), so little is left for "
+    f"the reward to pay for. RL "
     f"after distillation would have more to do where the teacher's answers leave "
     f"problems unsolved.")
 
@@ -725,10 +737,10 @@ say(f"RL moves the distilled students by {change['change'].iloc[0]:+.3f} and "
 #   scales with the student's own probability of it, which starts near zero at many
 #   positions.
 # - A student with far fewer parameters than the tiny model reaches the teacher's
-#   accuracy by any route here, RL included, because its base already samples right
-#   answers to most problems. The paper's side shows with a student base that rarely
-#   samples a right answer (here one pretrained a tenth as long): RL finds almost
-#   nothing to reinforce, and distillation does better.
+#   accuracy by every route but the reverse KL, RL included, because its base already
+#   samples right answers to most problems. The paper's side shows with a student
+#   base that rarely samples a right answer (here one pretrained a tenth as long): RL
+#   finds almost nothing to reinforce, and distillation does better.
 # - What RL cannot give the student is what it never samples and is not paid for: the
 #   teacher's single language and its check of the result arrive with distillation
 #   alone. So do the teacher's blind spots: where the teacher answers worst, its
@@ -739,7 +751,7 @@ say(f"RL moves the distilled students by {change['change'].iloc[0]:+.3f} and "
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch14`
-# that says what is wrong. As committed, the stubs raise `NotImplementedError` and the
+# that says what is wrong. As written, the stubs raise `NotImplementedError` and the
 # cell prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch14`.
 #
 # **14.1 — The token KL.** Write `my_token_kl(student_logits, teacher_logits)`: the

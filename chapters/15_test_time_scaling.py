@@ -87,7 +87,7 @@ BOOK_MODELS = {"base": "tiny-qwen2-base", "R1-Zero RL": "tiny-qwen2-r1-zero",
 # ## The answers this chapter reads
 #
 # Three of the book's models answered the 500 held-out problems 16 times each at
-# temperature 1, and once greedily, by a committed script: the base model of
+# temperature 1, and once greedily, by the script below: the base model of
 # chapter 5, the R1-Zero model of chapter 7's recipe (chapter 11 exported it), and
 # the model of the full R1 recipe's first stages (cold start, then RL with the
 # language reward, chapter 11). Every answer is stored with its scores:
@@ -132,7 +132,7 @@ display(overview)
 # %%
 curves = {"R1-Zero RL": load_seeds("ch15_outcome"),
           "cold start + RL": load_seeds("ch11_cold_lang")}
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.4))
 for (name, runs), colour in zip(curves.items(), ("tab:blue", "tab:orange")):
     for run, style in zip(runs, ("-", "--")):
         m = run.metrics.set_index("step")
@@ -142,7 +142,7 @@ for (name, runs), colour in zip(curves.items(), ("tab:blue", "tab:orange")):
                      color=colour)
 axes[0].set(xlabel="RL step", ylabel="training accuracy (10-step mean)")
 axes[1].set(xlabel="RL step", ylabel="mean answer length (tokens)", ylim=(0, 110))
-axes[0].legend(fontsize=8)
+axes[0].legend(fontsize=9)
 fig.tight_layout()
 plt.show()
 
@@ -200,7 +200,7 @@ def opening(row) -> str:
     labels = step_labels(row["completion"], row["question"])
     if not labels:
         return "no graded steps"
-    return "right first step" if labels[0][1] else "wrong first step"
+    return "first step keeps the value" if labels[0][1] else "wrong first step"
 
 
 on_precedence = base[base["precedence"]].copy()
@@ -215,8 +215,10 @@ say(f"The base model self-corrects in {base['self_correction'].mean():.2%} of it
     f"matters. There, an answer that self-corrects is right "
     f"{openings.loc['self-corrects', 'accuracy']:.2f} of the time, against "
     f"{openings.loc['wrong first step', 'accuracy']:.2f} for one that goes on from a "
-    f"wrong first step and {openings.loc['right first step', 'accuracy']:.2f} for one "
-    f"that takes the right operation first.")
+    f"wrong first step and "
+    f"{openings.loc['first step keeps the value', 'accuracy']:.2f} for one whose first "
+    f"step keeps the problem's value (the grader's right step, which may still be "
+    f"the left-to-right one: `3 + 6 = 9` in `3 + 6 + 5 * 2`).")
 
 # %% [markdown]
 # So the reflection is not superficial here: it rescues many of the answers that
@@ -248,15 +250,19 @@ ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.2%}"))
 fig.tight_layout()
 plt.show()
 late = outcome_curve[outcome_curve.index > outcome_curve.index.max() - 50]
+after = outcome_curve[outcome_curve.index > 3 * outcome_curve.index[0]]  # past step 30
 say(f"The self-corrections fade: {at_start:.2%} of the base's samples, "
     f"{outcome_curve.iloc[0]:.2%} of the rollouts at step {outcome_curve.index[0]}, "
-    f"{late.mean():.2%} over the last {len(late)} logged batches. The trained model's "
-    f"held-out samples self-correct "
+    f"{late.mean():.2%} over the last {len(late)} logged batches; after step "
+    f"{3 * outcome_curve.index[0]} no batch has more than {after.max():.2%} (step "
+    f"{after.idxmax()}: {round(after.max() * 256)} of 256 rollouts). The trained "
+    f"model's held-out samples self-correct "
     f"{sampled['R1-Zero RL']['self_correction'].mean():.2%} of the time.")
 
 # %% [markdown]
 # The groups explain it. A self-correction is a repair: it starts with the wrong
-# operation and then pays about as often as a right start, never more often, and it
+# operation and then pays about as often as a first step that keeps the value,
+# never more often, and it
 # is longer. GRPO raises whatever beats its
 # group's mean, so early on both gain over the answers that go left to right, but the
 # direct trace gains most and soon fills the groups; then a self-correction sits
@@ -290,10 +296,13 @@ for name, model_name in BOOK_MODELS.items():
     rounds = [first, *force_wait(model, tokenizer, prompts, first, times=2, **greedy)]
     forcing[name] = [np.mean([completion_correct(t, r) for t, r in zip(texts, rows)])
                      for texts in rounds]
-    forced_examples[name] = rounds[1][1]
+    was_right = next(i for i, (t, r) in enumerate(zip(first, rows))
+                     if completion_correct(t, r))
+    forced_examples[name] = rounds[1][was_right]
 forcing = pd.DataFrame(forcing, index=["no forcing", "1 Wait", "2 Waits"]).T
 display(forcing)
-print("base model, one forced Wait:\n ", forced_examples["base"][:320])
+print("base model, an answer that was right, after one forced Wait:\n ",
+      forced_examples["base"][:320])
 
 # %%
 say(f"Forcing one more look costs every model its accuracy: the base falls from "
@@ -323,7 +332,9 @@ say(f"Forcing one more look costs every model its accuracy: the base falls from 
 # - **maj@k** (self-consistency {cite}`wang2023selfconsistency`; R1's cons@64): the
 #   most frequent final answer.
 # - **verified vote**: the majority among the answers whose every step checks out,
-#   which needs a step grader (next section).
+#   which needs a step grader (next section). On this task the grader computes the
+#   problem's value from the question, so it knows the answer: a verified vote here
+#   is close to the oracle, which a checker of proofs or programs is not.
 
 # %%
 show_source(pass_at_k, docstring=False)
@@ -371,7 +382,7 @@ say(f"With 16 samples, majority voting lifts the base from "
     f"{r.loc[16, 'pass@k'] - b.loc[16, 'pass@k']:+.3f}.")
 
 # %% [markdown]
-# The base's votes are weak for a reason, and the committed answers show which:
+# The base's votes are weak for a reason, and the stored answers show which:
 
 # %%
 def left_to_right_majorities(s: pd.DataFrame) -> tuple[int, int]:
@@ -397,8 +408,8 @@ say(f"On {wrong_majorities} of the 500 problems the base's 16-sample majority is
 # pass@k closes as $k$ grows, the pattern Yue et al. measured on large models, where
 # the base overtakes the RL model at large $k$ {cite}`yue2025limit`.
 #
-# The verified vote is another story: with a grader of the steps, 16 samples from
-# the *base* nearly match its pass@16.
+# The verified vote is another story: with a grader of the steps, which here knows
+# the answer, 16 samples from the *base* nearly match its pass@16.
 
 # %%
 say(f"The base's verified vote reaches {b.loc[16, 'verified@k']:.3f} at k = 16, "
@@ -670,8 +681,9 @@ orders = int(np.prod(range(1, operands)))  # (operands - 1)! orders of operation
 say(f"A step takes {tokens_per_step:.1f} tokens on average and the vocabulary has "
     f"{vocabulary:,} entries, so a tree over tokens has up to "
     f"$10^{{{tokens_per_step * np.log10(vocabulary):.0f}}}$ branches per step. A tree "
-    f"over the *steps* of a {operands}-operand problem has at most {orders} leaves: "
-    f"one per order of the operations.")
+    f"over the *true* steps of a {operands}-operand problem, in the corpus's "
+    f"wording, has at most {orders} leaves: one per order of the operations; false "
+    f"or reworded steps add branches.")
 
 # %% [markdown]
 # The tree over steps is small, but a search through it needs a value for each
@@ -709,7 +721,7 @@ search_table = pd.DataFrame({
            "continuations per problem": np.mean(result.candidates),
            "tokens per problem": np.mean(result.tokens)}
     for name, result in searches.items()}).T
-for k in (4, 16):  # whole answers that pass the grader, voted (the committed samples)
+for k in (4, 16):  # whole answers that pass the grader, voted (the stored samples)
     search_table.loc[f"verified vote, k = {k}"] = [
         np.mean([vote_at_k(g["strict_pred"].tolist(), g["answer"].iloc[0], k,
                            verified=g["process_ok"].tolist())
@@ -723,8 +735,9 @@ say(f"On the first {N_SEARCH} held-out problems the base model's single samples 
     f"rollout per candidate, {st.loc['rollout_value', 'accuracy']:.3f}, for about "
     f"{st.loc['rollout_value', 'continuations per problem']:.0f} sampled "
     f"continuations and {st.loc['rollout_value', 'tokens per problem']:.0f} tokens "
-    f"per problem. A vote among 4 whole answers that pass the grader reaches "
-    f"{st.loc['verified vote, k = 4', 'accuracy']:.3f} for "
+    f"per problem. A vote among those of 4 sampled answers that pass the grader "
+    f"(all 4 when none does) reaches {st.loc['verified vote, k = 4', 'accuracy']:.3f} "
+    f"for "
     f"{st.loc['verified vote, k = 4', 'tokens per problem']:.0f} tokens.")
 
 # %% [markdown]
@@ -741,15 +754,18 @@ say(f"On the first {N_SEARCH} held-out problems the base model's single samples 
 # (UCT {cite}`kocsis2006uct`): its mean value so far plus a bonus that grows while
 # the child is tried less than its siblings,
 #
-# $$\mathrm{UCB}(s') = \bar v(s') + c \sqrt{\frac{\ln N(s)}{N(s')}},$$
+# $$\mathrm{UCB}(s') = \bar v(s') + c_{\mathrm{uct}} \sqrt{\frac{\ln N(s)}{N(s')}},$$
 #
-# with $N$ the visits of the parent $s$ and of the child $s'$. At the node where the
+# with $N$ the visits of the parent $s$ and of the child $s'$, $\bar v(s')$ the mean
+# of the values backed up through the child, and $c_{\mathrm{uct}}$ (`c`, 1 here)
+# the weight of exploring. At the node where the
 # walk stops it samples `width` continuations. Each continuation's first step becomes
 # a child (samples that take the same step share one), and each whole continuation is
 # a rollout, valued by `rollout_value` (`process_ok` of the whole answer). The values
 # are added to every node on the walk (the backup). After the simulations the answer
 # is the path of the most visited children, finished greedily if its reasoning is
-# still open. The score and one simulation of `tree_search`:
+# still open. The score and one simulation of `tree_search` (`found`, further down,
+# is for the rollouts the checker passes):
 
 # %%
 show_source(ucb, docstring=False)
@@ -758,16 +774,21 @@ show_source(tree_search, start="for s in range(simulations)",
 
 # %% [markdown]
 # Four and eight simulations of width 4 on the same problems, beside the searches
-# above and a verified vote of 8 whole answers:
+# above and a verified vote of 8 whole answers. A rollout is a whole answer that the
+# step grader has just graded, so one that passes is an answer the verified vote
+# would accept; the search above drops it for the most visited path. A second pair
+# of runs keeps it: with `verify=process_ok` a tree stops at the first sampled answer
+# that passes and returns it.
 
 # %%
 for sims in (4, 8):
-    result = tree_search(model, tokenizer, prompts, questions, simulations=sims,
-                         width=4, batch_size=256)
-    search_table.loc[f"MCTS, {sims} simulations"] = [
-        np.mean([completion_correct(c, r) for c, r in zip(result.completions,
-                                                          search_rows)]),
-        np.mean(result.candidates), np.mean(result.tokens)]
+    for verify, kept in ((None, ""), (process_ok, ", keeping a verified rollout")):
+        result = tree_search(model, tokenizer, prompts, questions, simulations=sims,
+                             width=4, verify=verify, batch_size=256)
+        search_table.loc[f"MCTS, {sims} simulations{kept}"] = [
+            np.mean([completion_correct(c, r) for c, r in zip(result.completions,
+                                                              search_rows)]),
+            np.mean(result.candidates), np.mean(result.tokens)]
 for k in (8,):
     search_table.loc[f"verified vote, k = {k}"] = [
         np.mean([vote_at_k(g["strict_pred"].tolist(), g["answer"].iloc[0], k,
@@ -780,24 +801,34 @@ display(search_table)
 # %%
 st = search_table
 mcts4, mcts8 = st.loc["MCTS, 4 simulations"], st.loc["MCTS, 8 simulations"]
-votes = st[st.index.str.startswith("verified vote")]
-vote = votes[votes["tokens per problem"] <= mcts8["tokens per problem"]].tail(1)
-vote = votes.head(1) if vote.empty else vote  # the largest vote no dearer than 8
+kept4 = st.loc["MCTS, 4 simulations, keeping a verified rollout"]
+kept8 = st.loc["MCTS, 8 simulations, keeping a verified rollout"]
 one_path = st.loc["rollout_value"]
+votes = st[st.index.str.startswith("verified vote")].sort_values("tokens per problem")
+vote_at_cost = np.interp(kept4["tokens per problem"], votes["tokens per problem"],
+                         votes["accuracy"])  # the votes' line, at the tree's cost
+apart = round(abs(mcts4["accuracy"] - one_path["accuracy"]) * N_SEARCH)
 say(f"With about as many sampled continuations as the one-path search "
     f"({mcts4['continuations per problem']:.0f} against "
     f"{one_path['continuations per problem']:.0f}), the tree reaches "
-    f"{mcts4['accuracy']:.3f} against {one_path['accuracy']:.3f}, and "
+    f"{mcts4['accuracy']:.3f} against {one_path['accuracy']:.3f} "
+    + ("(ahead" if mcts4["accuracy"] > one_path["accuracy"] else "(not ahead")
+    + f" by {apart} of {N_SEARCH} problems, one run of each), and "
     f"{mcts8['accuracy']:.3f} with 8 simulations "
-    f"({mcts8['tokens per problem']:.0f} tokens per problem). "
-    + ("Going back to a promising step pays. " if mcts4["accuracy"]
-       > one_path["accuracy"] else "Going back does not pay here. ")
-    + f"A verified vote of {vote['continuations per problem'].iloc[0]:.0f} whole "
-    f"answers costs {vote['tokens per problem'].iloc[0]:.0f} tokens and reaches "
-    f"{vote['accuracy'].iloc[0]:.3f}"
-    + (": on this task no search over steps is worth its cost."
-       if vote["accuracy"].iloc[0] >= mcts8["accuracy"] else
-       ", less than the tree."))
+    f"({mcts8['tokens per problem']:.0f} tokens per problem). Keeping the first "
+    f"verified rollout, it reaches {kept4['accuracy']:.3f} with 4 simulations for "
+    f"{kept4['tokens per problem']:.0f} tokens per problem, and "
+    f"{kept8['accuracy']:.3f} with 8 for {kept8['tokens per problem']:.0f}: most "
+    f"trees stop early. Verified votes of 4, 8 and 16 whole answers reach "
+    + ", ".join(f"{a:.3f}" for a in votes["accuracy"])
+    + " for " + ", ".join(f"{t:.0f}" for t in votes["tokens per problem"])
+    + f" tokens; at the tree's cost, the line between them gives {vote_at_cost:.3f}"
+    + (". With the checker's rollouts kept, the tree buys about what a vote of the "
+       "same cost buys." if abs(kept4["accuracy"] - vote_at_cost) <= 0.02 else
+       (". With the checker's rollouts kept, the tree buys more than a vote of the "
+        "same cost." if kept4["accuracy"] > vote_at_cost else
+        ". Even with the checker's rollouts kept, a vote of the same cost buys "
+        "more.")))
 
 # %% [markdown]
 # ### A learned value
@@ -893,8 +924,8 @@ say(f"The value model learned from {len(targets):,} states of "
 # ## Summary
 #
 # - **Length**: on this task RL does not lengthen the answers; their length follows
-#   the number of operations. RL does not lengthen answers by itself; R1-Zero's
-#   grew on problems where, presumably, a longer search paid.
+#   the number of operations. R1-Zero's grew on problems where, presumably, a longer
+#   search paid.
 # - **The aha moment**: the base model already self-corrects, and on the problems
 #   where it does, that rescues many of the answers that start the wrong way;
 #   RL still drives it out, because the direct trace beats it in the groups. A
@@ -907,16 +938,17 @@ say(f"The value model learned from {len(targets):,} states of "
 # - **PRM and MCTS**: on a task with gradable steps, reranking with the grader works;
 #   as a reward it changed little over the outcome reward here, even on the cold
 #   start's false checks, and it pays nothing for a self-correction. A search over
-#   steps needs the value of where a step leads, not its grade; a tree that can go
-#   back does better than one path, a value learned from the model's own answers
-#   guides it less well than graded rollouts, and every search lost to voting among
-#   verified whole answers. The paper's objections are about tasks without such a
-#   grader.
+#   steps needs the value of where a step leads, not its grade. A tree that can go
+#   back was ahead of one path (one run each); a value learned from the model's own
+#   answers guided it less well than graded rollouts; and only when it kept the
+#   rollouts its checker passed did the tree buy about what a verified vote of the
+#   same cost buys. The grader here knows the answer; the paper's objections are
+#   about tasks without such a grader.
 #
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch15`
-# that says what is wrong. As committed, the stubs raise `NotImplementedError` and the
+# that says what is wrong. As written, the stubs raise `NotImplementedError` and the
 # cell prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch15`.
 #
 # **15.1 — pass@k without bias.** Write `my_pass_at_k(n, c, k)`: the probability that
@@ -999,9 +1031,11 @@ except NotImplementedError:
 # %% [markdown]
 # **15.5 — Think.** (a) Design a variant of the book's task on which RL *should*
 # lengthen the answers and amplify the self-corrections: what must a second look
-# earn that a first one cannot? (b) The verified vote needs no gold answer, only the
-# question. Could it make training data, as rejection sampling did in chapter 12, and
-# what would such data teach that the outcome filter's data does not? (c) A learned
+# earn that a first one cannot? (b) Here the step grader computes the answer from
+# the question, so the verified vote is nearly an oracle. Where a checker can only
+# tell whether each step follows from the ones before (a proof checker), could a
+# verified vote make training data, as rejection sampling did in chapter 12, and what
+# would such data teach that the outcome filter's data does not? (c) A learned
 # PRM is trained on step labels; where would the labels come from for a proof, and
 # what would a policy trained against it learn to exploit
 # {cite}`gao2023overoptimization`?

@@ -931,7 +931,7 @@ say("Offloading frees " + ", ".join(f"{share_freed[name]:.1%} ({name})"
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch16` that
-# says what is wrong. As committed, the stubs raise `NotImplementedError` and the cell
+# says what is wrong. As written, the stubs raise `NotImplementedError` and the cell
 # prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch16`.
 #
 # **16.1 — RMSNorm.** Write `my_rms_norm(x, weight, eps)` for `x` of shape `[..., D]`

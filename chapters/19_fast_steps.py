@@ -1891,7 +1891,7 @@ say(f"With the graph the multinomial draw writes "
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch19`
-# that says what is wrong. As committed, the stubs raise `NotImplementedError` and the
+# that says what is wrong. As written, the stubs raise `NotImplementedError` and the
 # cell prints a hint; solutions are in the appendix, {doc}`../book/solutions/ch19`.
 #
 # **19.1 — rotate_half as a matrix.** Write `my_rotate_half_matrix(d)`, the `[d, d]`

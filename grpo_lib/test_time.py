@@ -394,7 +394,7 @@ def _values(value: Callable, triples: Sequence[tuple[str, str, str]]) -> list[fl
 def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[str],
                 value: Callable = rollout_value, simulations: int = 8, width: int = 4,
                 c: float = 1.0, max_new_tokens: int = 128, seed: int = 0,
-                **generate_kwargs) -> SearchResult:
+                verify: Callable | None = None, **generate_kwargs) -> SearchResult:
     """Monte Carlo tree search over steps, one tree per prompt. Each simulation
     selects a leaf by :func:`ucb`, samples ``width`` continuations from it, values
     each by ``value(prefix, continuation, question)`` (as :func:`step_search` does;
@@ -403,7 +403,11 @@ def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
     :func:`expand` and :func:`backup` the values; a closed leaf is valued again. Then
     :func:`settled_text`, finished greedily if the reasoning is still open. One
     ``generate`` call per simulation serves every tree. ``prompts`` are rendered
-    strings."""
+    strings.
+
+    With ``verify(answer, question) -> bool``, every sampled answer (the leaf's text
+    and a continuation) is checked whole, and a tree stops at the first that passes
+    and returns it: a rollout the checker accepted is not thrown away."""
     from .sampling import generate
 
     if len(prompts) != len(questions):
@@ -413,13 +417,15 @@ def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
             raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
     roots = [Node("") for _ in prompts]
     candidates, tokens = [0] * len(prompts), [0] * len(prompts)
+    found: list[str | None] = [None] * len(prompts)  # a sampled answer that verified
     for s in range(simulations):
-        paths = [select(root, c) for root in roots]
-        closed = [i for i, path in enumerate(paths) if path[-1].closed]
+        paths = [select(root, c) if found[i] is None else None
+                 for i, root in enumerate(roots)]
+        closed = [i for i, path in enumerate(paths) if path and path[-1].closed]
         again = _values(value, [(paths[i][-1].text, "", questions[i]) for i in closed])
         for i, v in zip(closed, again):  # nothing to expand: its value again
             backup(paths[i], [v])
-        open_ = [i for i, path in enumerate(paths) if not path[-1].closed]
+        open_ = [i for i, path in enumerate(paths) if path and not path[-1].closed]
         if not open_:
             break
         leaves = [prompts[i] + paths[i][-1].text for i in open_]
@@ -436,9 +442,13 @@ def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
             backup(paths[i], values)
             candidates[i] += width
             tokens[i] += sum(lengths[j * width:(j + 1) * width])
+            if verify is not None:
+                found[i] = next((leaf.text + t for t in group
+                                 if verify(leaf.text + t, questions[i])), None)
     settled = [settled_text(root) for root in roots]
-    texts = [text for text, _ in settled]
-    open_ = [i for i, (_, closed) in enumerate(settled) if not closed]
+    texts = [text if f is None else f for f, (text, _) in zip(found, settled)]
+    open_ = [i for i, (_, closed) in enumerate(settled)
+             if not closed and found[i] is None]
     _finish_greedily(model, tokenizer, prompts, texts, tokens, open_, max_new_tokens,
                      **generate_kwargs)
     return SearchResult(texts, candidates, tokens)

@@ -320,6 +320,31 @@ def test_tree_search_values_each_simulation_in_one_call_when_it_can():
     assert len(calls) <= 2 * 3  # per simulation, closed leaves once and candidates once
 
 
+def test_tree_search_stops_at_the_first_answer_that_verifies():
+    model, tokenizer = load_model_and_tokenizer(TINY_BASE)
+    questions = [Q, "2 + 3 * 4"]
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}],
+                                             add_generation_prompt=True,
+                                             tokenize=False) for q in questions]
+    kwargs = dict(simulations=3, width=2, max_new_tokens=32, seed=1)
+    plain = tree_search(model, tokenizer, prompts, questions, **kwargs)
+    never = tree_search(model, tokenizer, prompts, questions,
+                        verify=lambda answer, question: False, **kwargs)
+    assert never == plain  # nothing verified: the settled path, as without verify
+    checked = []
+
+    def first_answer(answer, question):
+        checked.append((answer, question))
+        return True
+
+    first = tree_search(model, tokenizer, prompts, questions, verify=first_answer,
+                        **kwargs)
+    assert first.candidates == [2, 2]  # one simulation, then every tree stopped
+    assert [q for _, q in checked] == questions  # the first sample of each passed
+    assert first.completions == [answer for answer, _ in checked]
+    assert all(a <= b for a, b in zip(first.tokens, plain.tokens))  # a prefix of it
+
+
 def test_step_prefixes_are_the_states_of_a_search_over_steps():
     states = step_prefixes(RIGHT)
     assert states == ["<think> First 5 * 2 = 10, now 3 + 6 + 10.",
