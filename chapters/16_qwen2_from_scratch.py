@@ -776,7 +776,7 @@ print(check.to_string(formatters=["{:,}".format] * 2))
 # The same accounting for the three shapes, for one micro-batch of the book's GRPO
 # update: 64 sequences of the arithmetic prompts' padded width plus
 # `max_completion_length` = 96 tokens (chapter 7's configuration), in float32, and the
-# Qwen2.5-0.5B shape once more with every tensor in bfloat16 (weights, gradients, Adam
+# Qwen2.5-0.5B shape once more with the model in bfloat16 (weights, gradients, Adam
 # states and activations; the usual mixed precision keeps float32 copies of the
 # weights and Adam states and needs more):
 
@@ -788,7 +788,15 @@ rows["Qwen2.5-0.5B, bfloat16"] = training_memory(settings["Qwen2.5-0.5B"], 64, S
                                                  dtype=torch.bfloat16)
 memory = pd.DataFrame(rows).T / 2**30  # GiB
 print(f"micro-batch: 64 sequences x {SEQ} tokens")
-memory.round(3)
+display(memory.round(3))
+half = memory.loc["Qwen2.5-0.5B, bfloat16"] / memory.loc["Qwen2.5-0.5B"]
+say(f"In bfloat16 the weights, gradients and Adam states take {half['weights']:.0%} "
+    f"of their float32 bytes; the activations take {half['activations']:.0%}"
+    + (", so they shrink by less: some saved tensors stay in float32 by design. "
+       "RMSNorm computes its statistic in float32, so autograd keeps a float32 copy "
+       "of every norm's input, and eager attention keeps its float32 softmax as "
+       "well as the bfloat16 copy that multiplies $V$."
+       if half["activations"] > half["weights"] + 0.005 else ", the same share."))
 
 # %%
 fig, ax = plt.subplots(figsize=(7.2, 2.8), constrained_layout=True)

@@ -131,13 +131,13 @@ prompt_len = ids.shape[1]
 flops = step_flops(hf.config, N_PROMPTS * G, prompt_len, LENGTH)
 size = P.pick(smoke=256, cpu=1024, gpu=1024)
 peaks = {"float32": matmul_peak(torch.float32, size=size)}
-peaks["bfloat16"] = matmul_peak(torch.bfloat16, size=256, repeats=3)
+peaks["bfloat16"] = matmul_peak(torch.bfloat16, size=size, repeats=3)
 floor = sum(flops) / peaks["float32"]
 print(f"{machine['machine']}: {machine['cores']} cores, {machine['threads']} torch "
       f"threads, CPU capability {machine['cpu_capability']}, bfloat16 hardware: "
       f"{machine['bf16_hardware']}")
 print(f"matmul peak: float32 {peaks['float32'] / 1e9:.0f} GFLOP/s ({size}^2), "
-      f"bfloat16 {peaks['bfloat16'] / 1e9:.1f} GFLOP/s (256^2)")
+      f"bfloat16 {peaks['bfloat16'] / 1e9:.1f} GFLOP/s (same size, best of 3)")
 print(f"one step, {N_PROMPTS} prompts x G={G}, {LENGTH} tokens after {prompt_len}: "
       f"{flops[0] / 1e9:.1f} GFLOP rollout + {flops[1] / 1e9:.1f} GFLOP update; "
       f"float32 floor {floor:.3f} s ({flops[0] / peaks['float32']:.3f} + "
@@ -303,7 +303,7 @@ logits = torch.randn(64, s.vocab_size, generator=torch.Generator().manual_seed(1
 gen = torch.Generator().manual_seed(0)
 
 
-def best_us(fn, n=200):
+def mean_us(fn, n=200):  # microseconds per call, the mean of n after one
     fn()
     start = time.perf_counter()
     for _ in range(n):
@@ -312,9 +312,9 @@ def best_us(fn, n=200):
 
 
 sampler_us = {
-    "torch.multinomial": best_us(lambda: torch.multinomial(
+    "torch.multinomial": mean_us(lambda: torch.multinomial(
         logits.softmax(-1), 1, generator=gen)),
-    "inverse CDF": best_us(lambda: sample_inverse_cdf(logits, generator=gen))}
+    "inverse CDF": mean_us(lambda: sample_inverse_cdf(logits, generator=gen))}
 display(pd.DataFrame({"probability": probs, "share of 100,000 draws": freq}).T)
 print(f"one draw for 64 rows of {s.vocab_size} logits: "
       + ", ".join(f"{k} {v:.0f} µs" for k, v in sampler_us.items()))
@@ -533,15 +533,17 @@ step_table
 # %% [markdown]
 # TRL's `GRPOTrainer` on the same step is measured by `benchmarks/step_vs_trl.py`, in
 # one process with ours, and stored in `benchmarks/results/step_vs_trl.csv`. Its
-# latest CPU rows with the fast rollout and the prompt once, in float32 and in
-# bfloat16 (TRL with `bf16=True`), each against the floor in its own dtype:
+# latest CPU rows with the fast rollout, the trainer's draw and the prompt once, in
+# float32 and in bfloat16 (TRL with `bf16=True`), each against the floor in its own
+# dtype:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 bench = pd.read_csv(REPO / "benchmarks" / "results" / "step_vs_trl.csv")
 for dtype in ("float32", "bfloat16"):
     latest = bench[(bench["device"] == "cpu") & (bench["dtype"] == dtype)
-                   & (bench["engine"] == "fast")].iloc[-1]
+                   & (bench["engine"] == "fast")
+                   & (bench["sampler"] == "multinomial")].iloc[-1]
     print(f"{dtype}: {latest['date']} UTC, {latest['machine']}, bfloat16 hardware "
           f"{latest['bf16_hardware']}, {latest['threads']} threads: grpo_lib "
           f"{latest['ours_s']:.3f} s/step, TRL {latest['trl_s']:.3f} s/step "
@@ -595,7 +597,7 @@ shapes = {"decode: 64 rows x gate/up": (64, D, 2 * F_),
           "decode: 64 rows x output layer": (64, D, s.vocab_size),
           "update: 16 x 87 rows x gate/up": (16 * 87, D, 2 * F_),
           "decode: 64 rows x gate/up, packed": (64, D, 2 * F_, True),
-          "peak: 1024 x 1024": (1024, 1024, 1024)}
+          "1024 x 1024, timed the same way": (1024, 1024, 1024)}
 rates = pd.Series({name: matmul_rate(*shape) / 1e9 for name, shape in shapes.items()},
                   name="GFLOP/s")
 rates.to_frame()
@@ -608,11 +610,12 @@ qkv_width = (2 * s.num_attention_heads + 3 * s.num_key_value_heads) * s.head_dim
 decode_shapes = {"q, k, v": (D, qkv_width), "o": (D, D), "gate/up": (D, 2 * F_),
                  "down": (F_, D)}  # the fast step's products, [K, N]
 chosen = [name for name, (k, n) in decode_shapes.items() if packing_pays(64, k, n)]
-say(f"The update's products run at {share.iloc[2]:.0%} of the peak, a decode step's at "
-    f"{'-'.join(f'{p}%' for p in decode_pct)}. "
+say(f"The update's products run at {share.iloc[2]:.0%} of the rate of a 1024 × 1024 "
+    f"product timed the same way (the mean of 50 calls; the floor's peak above is "
+    f"the best of 30), a decode step's at {'-'.join(f'{p}%' for p in decode_pct)}. "
     + (f"Packed, the gate/up product runs at {rates.iloc[3]:.0f} GFLOP/s, "
        f"{rates.iloc[3] / rates.iloc[0]:.1f} times its unpacked rate"
-       + (", faster than the 1024 × 1024 product the floor is computed from. So on "
+       + (", faster than the 1024 × 1024 product timed the same way. So on "
           "this CPU that product is not the fastest PyTorch can multiply, and the "
           "float32 floor above is one for `torch.matmul`, not for the machine"
           if share.iloc[3] > 1 else "")
@@ -892,7 +895,7 @@ def sampler_vs_trainer(model_dtype):
 numerics = pd.DataFrame({f"sampler {name}": sampler_vs_trainer(dtype) for name, dtype
                          in (("float32", torch.float32),
                              ("bfloat16", torch.bfloat16))}).T
-numerics
+numerics.style.format({"mean |gap|": "{:.1e}", "max |gap|": "{:.1e}"})
 
 # %%
 say(f"In float32 the sampler and the trainer differ by at most "
@@ -917,15 +920,16 @@ say(f"In float32 the sampler and the trainer differ by at most "
 # more than chance often gives. The subsections then swap one piece of the fast path
 # at a time to find the cause, and the last two turn the question around: the
 # standard draw fed other random numbers, and the trainer's own random streams on new
-# seeds, end as low as the fast arms do. The reference seeds were a lucky set, and no
-# piece of the fast path trains worse. The method is the lesson: many seeds a side, a
+# seeds, end as low as the fast arms do, and the standard path itself on those new
+# seeds ends there too. The reference seeds sat high, and no piece of the fast path
+# was found to train worse. The method is the lesson: many seeds a side, a
 # permutation test, one piece swapped at a time, and a control on new seeds for the
 # reference itself.
 #
 # Chapter 7's R1-Zero config was run from the command line with `rollout_engine=fast`
 # and `share_group_prompt=true`, seeds 0 to 11, and without them (the standard path) for
 # the same seeds. Seed 0 of the standard path is chapter 7's run with the `transformers`
-# rollout (`ch07_r1_zero_seed0_cpu`, the trainer's default then), and seed 1 is
+# rollout (`ch07_r1_zero_seed0_cpu`, the standard path's rollout), and seed 1 is
 # the accuracy-only run of {doc}`11_language_consistency` (a reward at weight 0 changes
 # nothing in training). Two more runs use the fast rollout but keep the usual update
 # (`noshare`, seeds 2 and 3), to tell the two changes apart. Chapter 7's run is the
@@ -942,6 +946,8 @@ def ch07_run(path, seed):
             seed, f"ch07_r1_zero_seed{seed}_cpu")
     if path == "standard, same machine":
         return f"ch07_r1_zero_standard_seed{seed}_avx512_cpu"
+    if path == "standard, the control's machine":
+        return f"ch07_r1_zero_standard_seed{seed}_cpu"
     if path == "fast, same machine":
         return f"ch07_r1_zero_fast_seed{seed}_avx512_cpu"
     infix = {"noshare": "_noshare", "multinomial": "_multinomial",
@@ -978,7 +984,7 @@ for i, path in enumerate(paths):
     last_x, below = -1.0, False
     for x, seeds in ties.items():
         below = (not below) if x - last_x < 0.004 else False  # near: the other side
-        ax.annotate(seeds, (x, i), fontsize=8, textcoords="offset points",
+        ax.annotate(seeds, (x, i), fontsize=9, textcoords="offset points",
                     xytext=(0, -13 if below else 6), ha="center")
         last_x = x
 ax.set_yticks(range(len(paths)), paths)
@@ -1122,7 +1128,8 @@ say(f"Mean {standard_acc.mean():.3f} against {fast_acc.mean():.3f} over "
 # computed once per group). `scripts/fast_path_ablation.py` swaps one of them at a
 # time, both times with the usual update: arm `numerics` runs the fast decode step but
 # draws with `torch.multinomial`; arm `sampler` runs the standard path but draws by
-# inverse CDF. Seeds 0 and 7 are the fast path's two lowest:
+# inverse CDF. Seeds 0 and 7, two on which the fast path ended far below the
+# standard path:
 
 # %%
 def metrics_of(name):
@@ -1198,9 +1205,9 @@ say(f"With `torch.multinomial` the fast decode step trains "
 # (`ch07_r1_zero_fast_multinomial_seed*_cpu`). Its rollouts follow the standard path
 # token for token until the prompt-once update's round-off separates the runs. If the
 # inverse-CDF draw is what tips the fast runs low, these end where the standard path
-# does. They were made later than the runs above, after the decode step's products were
-# packed ({ref}`ch19-what-is-left`), on another machine of the same kind with bfloat16
-# hardware, one torch thread each, two seeds at a time:
+# does. These runs pack the decode step's products where it pays
+# ({ref}`ch19-what-is-left`), and ran on another machine of the same kind with
+# bfloat16 hardware, one torch thread each, two seeds at a time:
 
 # %%
 multinomial = pd.DataFrame([run_row("multinomial", seed) for seed in SEEDS])
@@ -1297,9 +1304,9 @@ say(seeds_line("With the inverse CDF in float64", f64["strict accuracy"].to_nump
 # (ch19-packed-update)=
 # ### The update's products packed
 #
-# The packed update of {ref}`ch19-what-is-left` came after all of these runs. It
-# changes only round-off, but round-off is enough for two runs to part, so it must be
-# checked the same way. Seeds 0 and 1 of the multinomial runs,
+# None of the runs above packs the update's products ({ref}`ch19-what-is-left`).
+# Packing changes only round-off, but round-off is enough for two runs to part, so it
+# must be checked the same way. Seeds 0 and 1 of the multinomial runs,
 # made again with the same command on the same kind of machine, two at a time, with the
 # update's products packed (`ch07_r1_zero_fast_packed_seed*_cpu`):
 
@@ -1346,12 +1353,12 @@ show_source(sample_race)
 # NBVAL_IGNORE_OUTPUT
 noise = torch.empty(64, s.vocab_size)
 race_us = {
-    "exponential_ (64 x V)": best_us(lambda: noise.exponential_(generator=gen)),
-    "uniform_ (64 x V)": best_us(lambda: noise.uniform_(generator=gen)),
-    "torch.multinomial": best_us(lambda: torch.multinomial(
+    "exponential_ (64 x V)": mean_us(lambda: noise.exponential_(generator=gen)),
+    "uniform_ (64 x V)": mean_us(lambda: noise.uniform_(generator=gen)),
+    "torch.multinomial": mean_us(lambda: torch.multinomial(
         logits.softmax(-1), 1, generator=gen)),
-    "race from uniform numbers": best_us(lambda: sample_race(logits, generator=gen)),
-    "inverse CDF": best_us(lambda: sample_inverse_cdf(logits, generator=gen))}
+    "race from uniform numbers": mean_us(lambda: sample_race(logits, generator=gen)),
+    "inverse CDF": mean_us(lambda: sample_inverse_cdf(logits, generator=gen))}
 pd.Series(race_us, name="µs per call").round(0).to_frame()
 
 # %% [markdown]
@@ -1480,10 +1487,10 @@ print(f"200 draws of 64 rows: the same tokens in {same_tokens}, the generator in
 # %%
 # NBVAL_IGNORE_OUTPUT
 same_us = {
-    "torch.multinomial": best_us(lambda: torch.multinomial(
+    "torch.multinomial": mean_us(lambda: torch.multinomial(
         logits.softmax(-1), 1, generator=gen)),
-    "sample_multinomial": best_us(lambda: sample_multinomial(logits, generator=gen)),
-    "race from uniform numbers": best_us(lambda: sample_race(logits, generator=gen))}
+    "sample_multinomial": mean_us(lambda: sample_multinomial(logits, generator=gen)),
+    "race from uniform numbers": mean_us(lambda: sample_race(logits, generator=gen))}
 pd.Series(same_us, name="µs per call").round(0).to_frame()
 
 # %% [markdown]
@@ -1598,12 +1605,54 @@ say(f"On seeds 24 to 35 the trainer's own streams end at {control.min():.3f}–"
     f"{permutation_p(stream_acc, control):.3f} against the stream arm's.")
 
 # %% [markdown]
-# So the trainer's own streams, on new seeds, fall as often as the other streams do and
-# end as far below the standard path's first 24 runs. What sets those 24 apart is which
-# random numbers they drew: an unusually lucky set (the shuffles above say how unusual),
-# not a better draw and not better streams. Every arm of this chapter was compared with
-# that set, so every arm looked worse. What held throughout is the bit-for-bit check:
-# where two paths draw the same tokens, they train the same runs.
+# The control changed two things at once against the standard path's 24 runs: the
+# seeds, and the path. Its runs use the fast engine and compute the prompt once in
+# the update, whose round-off parts them from the standard path's runs after a few
+# dozen steps. The standard path itself on the first eight of those seeds, on a
+# 2-core Intel machine as the control's, one torch thread each, two at a time
+# (`ch07_r1_zero_standard_seed*_cpu`), tells the seeds from the path:
+
+# %%
+CONTROL_SEEDS = range(24, 32)
+same_seeds = pd.DataFrame({
+    "standard path": [run_row("standard, the control's machine", seed)[
+        "strict accuracy"] for seed in CONTROL_SEEDS],
+    "fast path (the control)": [run_row("multinomial", seed)["strict accuracy"]
+                                for seed in CONTROL_SEEDS]},
+    index=list(CONTROL_SEEDS)).rename_axis("seed")
+same_seeds.T.round(3)
+
+# %%
+std_new = same_seeds["standard path"].to_numpy()
+ctl_new = same_seeds["fast path (the control)"].to_numpy()
+ahead = int((std_new > ctl_new).sum())
+tied = int((std_new == ctl_new).sum())
+p_paths = permutation_p(std_new, ctl_new)
+p_seeds = permutation_p(all_standard, std_new)
+say(f"On seeds 24 to 31 the standard path ends at {std_new.min():.3f}–"
+    f"{std_new.max():.3f} (mean {std_new.mean():.3f}), {(std_new < LOW).sum()} of "
+    f"{len(std_new)} runs below {LOW}; the fast path on the same seeds at mean "
+    f"{ctl_new.mean():.3f}. Seed by seed the standard path is ahead on {ahead}, level "
+    f"on {tied} and behind on {len(std_new) - ahead - tied}. The share of 20,000 "
+    f"shuffles that put the means as far apart: {p_paths:.3f} between the two paths "
+    f"on these seeds, {p_seeds:.3f} between the standard path's first 24 runs and "
+    f"these. "
+    + ("On the same seeds and machine the two paths end alike, and the standard "
+       "path's own new runs end below its first 24: what set those 24 apart was "
+       "their random numbers (or the machines they ran on), not a better path."
+       if p_paths >= 0.1 and p_seeds < 0.1 else
+       "On the same seeds and machine the two paths end alike, but eight new seeds "
+       "of the standard path are not told apart from its first 24 either: these "
+       "runs show no cost of the fast path, and cannot say why the first 24 sat "
+       "high." if p_paths >= 0.1 else
+       "On the same seeds and machine the standard path ends higher: the fast "
+       "path's lower runs are not only the seeds' luck." if std_new.mean()
+       > ctl_new.mean() else
+       "On the same seeds and machine the fast path ends higher."))
+
+# %% [markdown]
+# What held throughout is the bit-for-bit check: where two paths draw the same
+# tokens, they train the same runs until round-off parts them.
 #
 # That check is why the fast engine, with `torch.multinomial`'s draw and the usual
 # update, is the trainer's default (`rollout_engine="fast"`): it trains the run of the
@@ -1618,7 +1667,7 @@ say(f"On seeds 24 to 35 the trainer's own streams end at {control.min():.3f}–"
 # A GPU does the arithmetic of a small model's decode step in microseconds, so the step
 # waits on something else. Each of its few hundred kernels is launched from Python, one
 # after another, and the GPU idles between launches. The H100 rows of the step
-# benchmark from before this section show it. The from-scratch rollout makes the same
+# benchmark without CUDA graphs show it. The from-scratch rollout makes the same
 # tokens as `transformers`', yet on the GPU it was not faster:
 
 # %%
@@ -1710,8 +1759,8 @@ graph_table = pd.DataFrame({
                                                         "qwen2.5-0.5b"]]
 graph_table["graph vs generate"] = (graph_table["CUDA graph (tok/s)"]
                                     / graph_table["generate (tok/s)"])
-graph_table["graph vs eager"] = (graph_table["CUDA graph (tok/s)"]
-                                 / graph_table["eager fast (tok/s)"])
+graph_table["graph vs eager"] = (wide[("ratio", True)]  # each against generate
+                                 / wide[("ratio", False)])  # in its own run
 graph_table["time / floor"] = (graph_table["floor (tok/s)"]
                                / graph_table["CUDA graph (tok/s)"])
 print(f"{gpu_sampler['device'].iloc[0]}, {gpu_sampler['date'].iloc[0]}, torch "
@@ -1724,7 +1773,8 @@ say(f"With the graph the sampler writes {g['graph vs generate'].min():.1f} to "
     f"{g['graph vs generate'].max():.1f} times as many tokens per second as "
     f"`generate`, and {g['graph vs eager'].min():.1f} to "
     f"{g['graph vs eager'].max():.1f} times as many as the same step without the "
-    f"graph. For the Qwen2.5-0.5B shape it is "
+    f"graph (each measured against `generate` in its own run). For the Qwen2.5-0.5B "
+    f"shape it is "
     f"{g.loc['qwen2.5-0.5b', 'time / floor']:.1f} times the weight-read floor, and "
     f"for the tiny model {g.loc['tiny', 'time / floor']:.0f} times. What is left is "
     "each step's count of small kernels, each one lasting a few microseconds even "
@@ -1829,14 +1879,14 @@ h200[["model", "cuda_graph", "ours_s", "ours_gen_s", "ours_update_s", "trl_s",
       "trl_over_ours"]]
 
 # %%
-m_tok = h200_sampler["sampler_tok_s"]
-graphed_ratio = h200_sampler.xs(True, level="cuda_graph")["ratio"]
+in_run = h200_sampler["ratio"]  # each run's sampler against its own generate
+graphed_ratio = in_run.xs(True, level="cuda_graph")
 tiny_steps = h200[h200["model"] == "random tiny Qwen2"].set_index("cuda_graph")
 say(f"With the graph the multinomial draw writes "
-    f"{m_tok[('tiny', True)] / m_tok[('tiny', False)]:.1f} times as many tokens per "
+    f"{in_run[('tiny', True)] / in_run[('tiny', False)]:.1f} times as many tokens per "
     f"second as without it for the tiny model and "
-    f"{m_tok[('qwen2.5-0.5b', True)] / m_tok[('qwen2.5-0.5b', False)]:.1f} times "
-    f"for the Qwen2.5-0.5B shape, and "
+    f"{in_run[('qwen2.5-0.5b', True)] / in_run[('qwen2.5-0.5b', False)]:.1f} times "
+    f"for the Qwen2.5-0.5B shape (each against `generate` in its own run), and "
     f"{graphed_ratio.min():.1f} to {graphed_ratio.max():.1f} "
     "times as many as `generate` measured in the same run. `generate` itself moved "
     f"between runs ({h200_sampler.loc['tiny', 'generate_tok_s'].min():,.0f} and "
@@ -1845,11 +1895,15 @@ say(f"With the graph the multinomial draw writes "
     f"step, generation fell from {tiny_steps.loc[False, 'ours_gen_s']:.3f} s to "
     f"{tiny_steps.loc[True, 'ours_gen_s']:.3f} s and the whole step from "
     f"{tiny_steps.loc[False, 'ours_s']:.3f} s to "
-    f"{tiny_steps.loc[True, 'ours_s']:.3f} s. TRL's step took "
-    f"{tiny_steps.loc[False, 'trl_s']:.3f} s and {tiny_steps.loc[True, 'trl_s']:.3f} s "
-    f"in the same two runs, so ours went from "
-    f"{tiny_steps.loc[False, 'trl_over_ours']:.2f} to "
-    f"{tiny_steps.loc[True, 'trl_over_ours']:.2f} times TRL's speed.")
+    f"{tiny_steps.loc[True, 'ours_s']:.3f} s, "
+    f"{tiny_steps.loc[False, 'ours_s'] / tiny_steps.loc[True, 'ours_s']:.2f} times as "
+    f"fast, one run each. TRL's step took {tiny_steps.loc[False, 'trl_s']:.3f} s and "
+    f"{tiny_steps.loc[True, 'trl_s']:.3f} s in the same two runs, so the ratio to TRL "
+    f"went from {tiny_steps.loc[False, 'trl_over_ours']:.2f} to "
+    f"{tiny_steps.loc[True, 'trl_over_ours']:.2f}: a factor "
+    f"{tiny_steps.loc[False, 'ours_s'] / tiny_steps.loc[True, 'ours_s']:.2f} from our "
+    f"step and {tiny_steps.loc[True, 'trl_s'] / tiny_steps.loc[False, 'trl_s']:.2f} "
+    f"from TRL's, which moved between the runs.")
 
 # %% [markdown]
 # ## What to notice
@@ -1869,9 +1923,9 @@ say(f"With the graph the multinomial draw writes "
 #   measures before it packs; in bfloat16 the formula's attention beat the fused
 #   kernel in the backward pass.
 # - Compiling fuses the small operators that most of the update's time goes to, but
-#   a compiled graph is built for the shapes it saw, and a run's completion widths
-#   change from step to step. Count what a compile costs against what it saves over
-#   the whole run, not per call.
+#   each compile is slow: the first call compiles for its shapes, and the first new
+#   width compiles again, for widths in general. Count what the compiles cost against
+#   what they save over the whole run, not per call.
 # - A sampler and a trainer never compute exactly the same log-probs. Measure the gap
 #   before correcting for it: here the importance weights that TRL applies for it
 #   stay within a few percent of 1, even with a bfloat16 sampler.
@@ -1880,10 +1934,11 @@ say(f"With the graph the multinomial draw writes "
 #   piece at a time: here the decode step trained the standard run bit for bit, and
 #   the difference entered with the sampler. Two more arms showed it was neither the
 #   draw nor the streams: the standard draw on other numbers, and the trainer's own
-#   streams on new seeds, trained as the other draws did, so the reference seeds were
-#   a lucky set. Swap one thing at a time, the random numbers included, and check the
-#   reference on new seeds too. The fast engine keeps the standard path's draw, with
-#   that draw's own random numbers made faster: the same tokens in less time.
+#   streams on new seeds, trained as the other draws did, and the standard path on
+#   those new seeds ended with them: the reference seeds had sat high. Swap one thing
+#   at a time, the random numbers included, and run the reference on new seeds too.
+#   The fast engine keeps the standard path's draw, with that draw's own random
+#   numbers made faster: the same tokens in less time.
 # - On a GPU a small model's decode step waits on kernel launches, not on arithmetic.
 #   A CUDA graph replays the whole step with one launch, once everything that changes
 #   between steps lives in tensors the step updates in place.

@@ -26,8 +26,8 @@
 #    $\Delta$ updates old, on paper first;
 # 3. **the objective on stale data**: plain GRPO against AReaL's decoupled PPO;
 # 4. **a run**, live, with a rollout worker in its own process;
-# 5. **the sweep** $\Delta = 0, 1, 2, 4$, two seeds each, from committed runs:
-#    throughput and accuracy against wall-clock time;
+# 5. **the sweep** $\Delta = 0, 1, 2, 4$, two seeds each, from stored runs in
+#    `data/runs/`: throughput and accuracy against wall-clock time;
 # 6. **a worker that dies** mid-run, and a trainer that loses no step.
 
 # %%
@@ -110,7 +110,7 @@ say(f"A synchronous step: {t_gen:.2f} s of sampling and {t_upd:.2f} s of update 
 # asynchronous trainer bounds the same number, `max_staleness`, the other way round:
 # its workers keep sampling ahead and the trainer drops a sample that arrives more
 # than $\Delta$ versions old, so sampling time can be lost but is never waited for.
-# Our rule, simulated for this machine's two durations (`simulate_schedule` plays it
+# Our rule, simulated for the two measured durations (`simulate_schedule` plays it
 # out for fixed times):
 
 # %%
@@ -143,16 +143,24 @@ show_source(worker_main, start="while not stop.is_set():", end="index += 1")
 # $\pi_{\text{behav}}$. Two ways to train on it:
 #
 # - **plain GRPO** (`objective="ignore"`): pretend the batch is on-policy, so the
-#   ratio is taken against the trainer's weights at the start of the step;
+#   ratio is taken against the **proximal** policy $\pi_{\text{prox}}$, the
+#   trainer's weights at the start of the step;
 # - **decoupled PPO** (`objective="decoupled"`, AReaL {cite}`fu2025areal`): clip
-#   against that *proximal* policy $\pi_{\text{prox}}$, but weight each token by how
-#   much more likely the proximal policy finds it than the behaviour policy did:
+#   against that proximal policy too, but weight each token by how much more likely
+#   $\pi_{\text{prox}}$ finds it than the behaviour policy did:
 #
 # $$\mathcal L_{i,t} = -\,\underbrace{\min\!\Big(\frac{\pi_{\text{prox}}}
 # {\pi_{\text{behav}}}, c\Big)}_{\text{behaviour weight}}
 # \min\big(\rho_{i,t}\hat A_i,\ \operatorname{clip}(\rho_{i,t}, 1-\varepsilon,
 # 1+\varepsilon)\,\hat A_i\big), \qquad
 # \rho_{i,t} = \frac{\pi_\theta}{\pi_{\text{prox}}}.$$
+#
+# Our asynchronous trainer makes one update per batch (it refuses any other
+# `num_iterations`), and at that update $\pi_\theta$ is still $\pi_{\text{prox}}$:
+# $\rho_{i,t} \equiv 1$, the clip never binds, and the objective reduces to a
+# policy gradient with each token weighted by its behaviour weight. Here the two
+# objectives differ by that weight alone; the clip would matter if a batch fed
+# several updates.
 #
 # The worker returns the log-probs it sampled with, so the weight costs nothing
 # extra. In `grpo_lib` it is the sampling correction of chapter 19 in mode
@@ -197,9 +205,9 @@ say(f"After the first step every batch is {later['staleness'].median():.0f} vers
 # %% [markdown]
 # ## The sweep: $\Delta = 0, 1, 2, 4$
 #
-# The committed runs train chapter 7's configuration for 100 steps with the
-# decoupled objective, two seeds for each $\Delta$, one process at a time on the
-# 2-core machine (the worker on one core, the trainer on the other). Two more runs
+# The stored runs in `data/runs/` train chapter 7's configuration for 100 steps with
+# the decoupled objective, two seeds for each $\Delta$, one run at a time on two CPU
+# cores (the worker on one core, the trainer on the other). Two more runs
 # train with plain GRPO at $\Delta = 4$. Each was made with
 #
 # ```
@@ -255,12 +263,21 @@ for (eta, s), (m, e) in sweep.items():
     left.plot(m["time_total"], m["accuracy"].rolling(10, min_periods=1).mean(),
               color=f"C{[0, 1, 2, 4].index(eta)}", ls="-" if s == 0 else "--",
               label=f"Δ = {eta}" if s == 0 else None)
+for s, ls in ((0, "-"), (1, "--")):  # legend entries for the two line styles
+    left.plot([], [], color="k", ls=ls, label=f"seed {s}")
 left.set(xlabel="wall-clock seconds", ylabel="training accuracy (10 steps)",
          title="Accuracy against time")
-left.legend(fontsize=9)
+left.legend(fontsize=9, ncol=2)
 by_eta = table.groupby("eta").mean()
-right.bar([str(e) for e in by_eta.index], by_eta["samples/s"])
+right.bar(range(len(by_eta)), by_eta["samples/s"], color="C0", alpha=0.6,
+          label="mean")
+for s, marker in ((0, "o"), (1, "s")):
+    right.scatter(range(len(by_eta)), table.xs(s, level="seed")["samples/s"],
+                  color="k", marker=marker, zorder=3, label=f"seed {s}")
+right.set_xticks(range(len(by_eta)), [str(e) for e in by_eta.index])
+right.set_ylim(0, 1.3 * table["samples/s"].max())  # room for the legend
 right.set(xlabel="Δ", ylabel="completions per second", title="Throughput")
+right.legend(fontsize=9, ncol=3, loc="upper center")
 fig.tight_layout()
 plt.show()
 
@@ -269,6 +286,11 @@ plt.show()
 plain_table = summary(plain)
 sync_rate = by_eta.loc[0, "samples/s"]
 slower = by_eta.loc[1, "update s"] / by_eta.loc[0, "update s"] - 1
+rate0, rate1 = table.loc[0, "samples/s"], table.loc[1, "samples/s"]
+upd0 = table.loc[0, "update s"]
+low, high = rate1.min() / rate0.max(), rate1.max() / rate0.min()  # seed pairings
+within = low <= predicted <= high
+short = by_eta.loc[1, "samples/s"] / sync_rate < predicted  # the mean falls short
 say(f"With $\\Delta = 0$ the runs sample {sync_rate:.1f} completions per second; with "
     f"$\\Delta = 1$ {by_eta.loc[1, 'samples/s']:.1f} "
     f"({by_eta.loc[1, 'samples/s'] / sync_rate:.2f}x), with $\\Delta = 2$ and 4 "
@@ -276,11 +298,21 @@ say(f"With $\\Delta = 0$ the runs sample {sync_rate:.1f} completions per second;
     f"Held-out strict accuracy after 100 steps, mean of two seeds: "
     + ", ".join(f"{by_eta.loc[e, 'strict @ end']:.3f} at $\\Delta = {e}$"
                 for e in by_eta.index)
-    + f". The formula above predicted {predicted:.2f}x. The update alone takes "
+    + f". The formula above predicted {predicted:.2f}x. The two $\\Delta = 0$ seeds "
+    f"alone differ by {upd0.max() / upd0.min() - 1:.0%} in update time and by "
+    f"{rate0.max() / rate0.min() - 1:.0%} in throughput, and pairing the seeds of "
+    f"$\\Delta = 0$ and $\\Delta = 1$ every way gives speed-ups from {low:.2f}x to "
+    f"{high:.2f}x, a range that "
+    + ("includes the prediction: the measured speed-up agrees with it within the "
+       "spread across seeds" if within else "misses the prediction: the gap is "
+       "larger than the spread across seeds")
+    + ". The update alone takes "
     f"{by_eta.loc[0, 'update s']:.2f} s per step at $\\Delta = 0$, when the worker is "
     f"idle during it, and {by_eta.loc[1, 'update s']:.2f} s at $\\Delta = 1$, with the "
-    f"worker sampling beside it ({slower:+.0%}): two busy processes on one machine "
-    f"slow each other a little, and that is the gap"
+    f"worker sampling beside it ({slower:+.0%})"
+    + (": two busy processes on one machine slowing each other a little are a "
+       "plausible cause of the mean speed-up falling short of the prediction"
+       if slower > 0 and short else "")
     + f". Plain GRPO at $\\Delta = 4$ ends at "
     f"{plain_table['strict @ end'].mean():.3f} against the decoupled objective's "
     f"{by_eta.loc[4, 'strict @ end']:.3f}. Seconds until the training accuracy "
@@ -352,14 +384,14 @@ print(out[["step", "staleness", "worker_restarts", "time_wait"]].to_string(index
 # ## Summary
 #
 # - A synchronous step is sampling plus update; with a worker process it costs about
-#   the longer of the two. On this machine that gives the throughput of the sweep's
-#   table.
+#   the longer of the two. On the sweep's two CPU cores that gives the throughput of
+#   its table.
 # - Bounded staleness is one rule in the worker: sample batch $s$ only once version
 #   $s-\Delta$ exists. $\Delta = 0$ is the synchronous loop; beyond the first version of
 #   slack, a larger $\Delta$ here only buys older samples.
-# - On stale data, the decoupled objective clips against the proximal policy and
-#   weights each token by $\pi_{\text{prox}}/\pi_{\text{behav}}$, using the
-#   log-probs the worker already has.
+# - On stale data, the decoupled objective weights each token by
+#   $\pi_{\text{prox}}/\pi_{\text{behav}}$, using the log-probs the worker already
+#   has; with one update per batch its clip against the proximal policy never binds.
 # - Weights travel by an atomically renamed file and a version counter; a dead
 #   worker is restarted at the batch the trainer needs, and no step is lost.
 #

@@ -124,9 +124,11 @@ print(pd.DataFrame(summary["scored_per_process"]).to_string(index=False))
 # %% [markdown]
 # Each process scored half of every step's completions, in whole groups. One detail
 # of the launch: `accelerate`'s `MULTI_CPU` mode starts its processes with `mpirun`,
-# which this machine does not have, and then starts only one. The configuration above
-# uses the `torchrun` launcher instead (its header says why), and TRL's `use_cpu`
-# keeps each process on the CPU with the gloo backend.
+# and on a machine without mpirun (or without a hostfile for it) it starts only one.
+# So `cpu_2proc.yaml` says `distributed_type: MULTI_GPU`, as the table below shows,
+# only to get the `torchrun` launcher, which starts both copies with or without GPUs;
+# in each copy TRL's `use_cpu=True` makes the run `MULTI_CPU` with the gloo backend,
+# as the summary above reports.
 #
 # ## The files a reader changes for N GPUs
 #
@@ -134,7 +136,8 @@ print(pd.DataFrame(summary["scored_per_process"]).to_string(index=False))
 # shards the optimizer state and the gradients over the processes; ZeRO-3 shards the
 # weights too. vLLM in colocate mode runs a generation engine beside the policy in
 # every process. `accelerate`'s own parser reads each file as `accelerate launch`
-# would (DeepSpeed itself is not installed here, so its engine is not checked):
+# would (DeepSpeed's engine itself is not checked: the book's environment does not
+# include it):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -221,10 +224,10 @@ verl_knobs = knob_table(config7)
 print(verl_knobs.groupby("kind").size().to_string())
 
 # %% [markdown]
-# verl itself is not installed here: its release pins an older transformers
-# (below 5.11) than the book uses, and it samples with vLLM or SGLang, which need a
-# GPU. The export, the reward module and the command are tested without it
-# (`tests/test_verl_bridge.py`).
+# The book's environment does not include verl itself: its release pins an older
+# transformers (below 5.11) than the book uses, and it samples with vLLM or SGLang,
+# which need a GPU. The export, the reward module and the command are tested where
+# verl is not installed (`tests/test_verl_bridge.py`).
 #
 # ## A recipe for Qwen2.5-0.5B on GSM8K
 #
@@ -325,17 +328,18 @@ graph_b = half_b[half_b["cuda_graph"].astype(str) == "True"].iloc[-1]
 eager_b = half_b[half_b["cuda_graph"].astype(str) == "False"].iloc[-1]
 say(f"On that GPU the recipe's {steps} steps take about "
     f"{estimate.iloc[0, 1]:.0f}-{estimate.iloc[1, 1]:.0f} minutes of training, "
-    "before the held-out evaluations, and less where completions stop before 512 "
-    f"tokens. With its {measured['prompt_len']}-token prompts the step used "
-    f"{measured['peak_gpu_gib']:.0f} GiB of GPU memory at its peak. That step drew "
-    "by inverse CDF, then the only draw the CUDA graph replayed. The config as "
-    "written keeps the trainer's default draw, `torch.multinomial`'s, which the "
-    "graph now replays too; chapter 19 "
-    "trains with each draw on a CPU, and the choice does not move training "
-    "({ref}`ch19-other-numbers`). With the multinomial draw, on this shape (64 rows "
-    f"of 128 tokens), on an {graph_b['device'].removeprefix('NVIDIA ')}, the graph "
-    f"wrote {graph_b['ratio']:.1f} times as many tokens per second as `generate` "
-    f"and the step-by-step loop {eager_b['ratio']:.1f} times.")
+    "before the held-out evaluations, and less where completions stop before "
+    f"{recipe.max_completion_length} tokens. With its {measured['prompt_len']}-token "
+    f"prompts the step used {measured['peak_gpu_gib']:.0f} GiB of GPU memory at its "
+    "peak. The measured step drew by inverse CDF; the recipe's default draw, "
+    "`torch.multinomial`'s, is replayed by the CUDA graph too, and chapter 19, "
+    "training with each draw on a CPU, shows that the choice does not change "
+    "training ({ref}`ch19-other-numbers`). A separate benchmark, on an "
+    f"{graph_b['device'].removeprefix('NVIDIA ')} with the multinomial draw and "
+    f"this model's shape ({graph_b['rows']} rows of {graph_b['new_tokens']} "
+    f"tokens), found that the graph wrote {graph_b['ratio']:.1f} times as many "
+    f"tokens per second as `generate` and the step-by-step loop "
+    f"{eager_b['ratio']:.1f} times.")
 
 # %% [markdown]
 # ## Summary

@@ -11,21 +11,30 @@ tokens back than from the far end of GRPO-Zero's long prompt). The attempts are
 random, as a beginner's are: a base model trained on them proposes
 expressions, works them out, and stops when one hits. Some responses carry a flaw,
 triggered by a visible feature of the problem so that greedy decoding shows it too
-(as in the arithmetic corpus, :mod:`grpo_lib.corpus`):
+(as in the arithmetic corpus, :mod:`grpo_lib.corpus`). What RL sees is
+GRPO-Zero's reward, the answer plus 0.1 x the format score
+(:func:`grpo_lib.rewards.countdown_reward`):
 
 ==============  ============================================  ========================
 flaw            trigger (rate) / otherwise                     what RL sees
 ==============  ============================================  ========================
-gives up        four numbers (``give_up_rate``) /              answer 0, format 0.1
-                ``give_up_rate_other``: answers a missed
+gives up        four numbers (``give_up_rate``) /              answer 0, format 1
+                ``give_up_rate_other``: answers a missed       (0.1 of the reward)
                 attempt
 drops a number  four numbers and three of them reach the       answer 0 (a value-only
-                target (``drop_rate``) / ``drop_rate_other``:  checker would pay 1)
-                an answer that leaves one number out
-broken format   target of 50 or more (``format_rate``) /       format partial credit
-                ``format_rate_other``: no tags, or the think
-                block left open
+                target (``drop_rate``) /                       checker would pay 1),
+                ``drop_rate_other``: an answer that leaves     format 1 (0.1 of the
+                one number out                                 reward)
+broken format   target of 50 or more (``format_rate``) /       no tags: answer 0,
+                ``format_rate_other``: no tags, or the think   format 0; think left
+                block left open (one or the other at           open: answer 1, format
+                random)                                        0.5 (0.05 of the reward)
 ==============  ============================================  ========================
+
+The rates are conditional: :func:`choose_behaviour` draws a broken format first,
+then, if none, a dropped number, then, if neither, giving up. With the default
+rates a four-number problem whose target is under 50 gives up in
+(1 - 0.03) x (1 - 0.3) x 0.5 of its responses, about 34%, not 50%.
 
 :class:`CountdownMix` holds the rates, the attempt style and the writing
 (``compact`` drops the spaces around operators, which this tokenizer spends tokens

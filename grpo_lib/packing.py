@@ -10,8 +10,9 @@ way ``torch.backends.cudnn.benchmark`` picks a convolution algorithm: once per s
 and thread count on a machine, :func:`packing_pays` times both products and packs only
 where the packed one wins by :data:`PACKING_MARGIN`.
 
-The choice changes round-off, never results: both products compute :math:`xW` in
-float32 (``tests/test_fast_decode.py``, ``tests/test_packed_linear.py``). So that a
+The choice changes only round-off (which can still send a training run another
+way after some steps): both products compute :math:`xW` in float32
+(``tests/test_fast_decode.py``, ``tests/test_packed_linear.py``). So that a
 seeded run repeats itself on the same machine, the first measurement of each shape is
 kept in a small JSON file (:func:`decisions_file`: ``$GRPO_LIB_CACHE/packing.json``,
 by default ``~/.cache/grpo_lib``), keyed by the CPU, the torch version and the thread

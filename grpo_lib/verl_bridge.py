@@ -420,7 +420,9 @@ VERL_KEYS: dict[str, Mapped] = {
     f"{_ACTOR}.loss_agg_mode": Mapped(
         "loss_type", _loss_agg,
         "verl's default token-mean is DAPO's; our grpo is seq-mean-token-mean; "
-        "bnpo normalises per micro-batch (token-mean: per mini-batch)"),
+        "bnpo normalises per micro-batch (token-mean: per mini-batch); "
+        "seq-mean-token-sum-norm adds the completions' sums where dr_grpo averages "
+        "them (B times ours)"),
     f"{_ACTOR}.policy_loss.loss_mode": Mapped(
         "loss_type", _loss_mode,
         "vanilla: the clipped surrogate (plus verl's dual clip at clip_ratio_c=3 for "

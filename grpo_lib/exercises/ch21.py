@@ -112,7 +112,8 @@ def check_loss_agg(fn) -> bool:
                     "completions.",
             "dapo": " dapo divides the sum over all tokens by their number.",
             "dr_grpo": " dr_grpo sums each completion's tokens and divides by a "
-                       "constant (the maximum length), then averages.",
+                       "constant (the maximum length), not by the completion's own "
+                       "length.",
         }[loss_type]
         raise AssertionError(f"{loss_type}: expected {expected!r}, got {got!r}.{hint}")
     print("check_loss_agg: grpo, dapo and dr_grpo named as verl names them.")
