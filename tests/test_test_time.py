@@ -36,6 +36,13 @@ def test_pass_at_k_is_the_share_of_k_subsets_holding_a_right_answer(n, c, k):
     assert pass_at_k(n, c, k) == pytest.approx(1 - comb(n - c, k) / comb(n, k))
 
 
+def _rendered(tokenizer, questions):
+    """Each question as a user turn, rendered with the chat template."""
+    return [tokenizer.apply_chat_template([{"role": "user", "content": q}],
+                                          add_generation_prompt=True, tokenize=False)
+            for q in questions]
+
+
 def test_pass_at_1_is_the_share_right():
     assert pass_at_k(16, 5, 1) == pytest.approx(5 / 16)
 
@@ -279,9 +286,7 @@ def test_settled_text_follows_the_most_visited_children():
 def test_tree_search_runs_the_tiny_base_and_counts_its_cost():
     model, tokenizer = load_model_and_tokenizer(TINY_BASE)
     questions = [Q, "2 + 3 * 4"]
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}],
-                                             add_generation_prompt=True,
-                                             tokenize=False) for q in questions]
+    prompts = _rendered(tokenizer, questions)
     result = tree_search(model, tokenizer, prompts, questions, simulations=2, width=2,
                          max_new_tokens=24)
     assert len(result.completions) == 2
@@ -299,9 +304,7 @@ def test_tree_search_values_each_simulation_in_one_call_when_it_can():
     search ends where the one-at-a-time value's does."""
     model, tokenizer = load_model_and_tokenizer(TINY_BASE)
     questions = [Q, "2 + 3 * 4", "7 - 2 * 3"]
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}],
-                                             add_generation_prompt=True,
-                                             tokenize=False) for q in questions]
+    prompts = _rendered(tokenizer, questions)
     calls = []
 
     def batched(prefix, continuation, question):
@@ -323,9 +326,7 @@ def test_tree_search_values_each_simulation_in_one_call_when_it_can():
 def test_tree_search_stops_at_the_first_answer_that_verifies():
     model, tokenizer = load_model_and_tokenizer(TINY_BASE)
     questions = [Q, "2 + 3 * 4"]
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": q}],
-                                             add_generation_prompt=True,
-                                             tokenize=False) for q in questions]
+    prompts = _rendered(tokenizer, questions)
     kwargs = dict(simulations=3, width=2, max_new_tokens=32, seed=1)
     plain = tree_search(model, tokenizer, prompts, questions, **kwargs)
     never = tree_search(model, tokenizer, prompts, questions,
