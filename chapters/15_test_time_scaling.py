@@ -710,24 +710,49 @@ search_rows = [dataset[i] for i in range(N_SEARCH)]
 prompts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
            for p in build_prompts(search_rows)]
 questions = [r["question"] for r in search_rows]
-searches = {name: step_search(model, tokenizer, prompts, questions, value=value,
-                              width=4, batch_size=256)
-            for name, value in (("step_value", step_value),
-                                ("rollout_value", rollout_value))}
+SEARCH_SEEDS = (0, 100)  # two runs of every search, with these sampling seeds
+
+
+def search_row(search, **kwargs) -> dict:
+    """Run `search` once per seed: its accuracy (the runs' mean, and each run's),
+    sampled continuations and tokens per problem (the runs' mean)."""
+    runs = [search(model, tokenizer, prompts, questions, seed=seed, batch_size=256,
+                   **kwargs) for seed in SEARCH_SEEDS]
+    accuracy = [np.mean([completion_correct(c, r) for c, r in
+                         zip(run.completions, search_rows)]) for run in runs]
+    return {"accuracy": np.mean(accuracy), "run 1": accuracy[0],
+            "run 2": accuracy[1],
+            "continuations per problem": np.mean([run.candidates for run in runs]),
+            "tokens per problem": np.mean([run.tokens for run in runs])}
+
+
+def shown(table):
+    """The table as text, as the prose prints it: accuracies to three decimals,
+    costs to one, and a blank where a vote has no runs."""
+    return table.apply(lambda column: column.map(
+        lambda v: "" if pd.isna(v) else f"{v:.1f}" if "per problem" in column.name
+        else f"{v:.3f}"))
+
+
+def vote_row(k: int) -> dict:
+    """A verified vote of k whole answers (the stored samples): its expected accuracy
+    over random k-subsets, k continuations and k answers' tokens per problem."""
+    return {"accuracy": np.mean([
+        vote_at_k(g["strict_pred"].tolist(), g["answer"].iloc[0], k,
+                  verified=g["process_ok"].tolist())
+        for _, g in base_first.groupby("prompt_index")]),
+        "continuations per problem": k,
+        "tokens per problem": k * base_first["length"].mean()}
+
+
 base_first = base[base["prompt_index"] < N_SEARCH]
 search_table = pd.DataFrame({
-    name: {"accuracy": np.mean([completion_correct(c, r) for c, r in
-                                zip(result.completions, search_rows)]),
-           "continuations per problem": np.mean(result.candidates),
-           "tokens per problem": np.mean(result.tokens)}
-    for name, result in searches.items()}).T
-for k in (4, 16):  # whole answers that pass the grader, voted (the stored samples)
-    search_table.loc[f"verified vote, k = {k}"] = [
-        np.mean([vote_at_k(g["strict_pred"].tolist(), g["answer"].iloc[0], k,
-                           verified=g["process_ok"].tolist())
-                 for _, g in base_first.groupby("prompt_index")]),
-        k, k * base_first["length"].mean()]
-display(search_table)
+    name: search_row(step_search, value=value, width=4)
+    for name, value in (("step_value", step_value), ("rollout_value", rollout_value))}
+).T
+for k in (4, 16):
+    search_table.loc[f"verified vote, k = {k}"] = vote_row(k)
+display(shown(search_table))
 st = search_table
 say(f"On the first {N_SEARCH} held-out problems the base model's single samples are "
     f"right {base_first['correct'].mean():.3f} of the time. A step search guided by "
@@ -783,20 +808,11 @@ show_source(tree_search, start="for s in range(simulations)",
 # %%
 for sims in (4, 8):
     for verify, kept in ((None, ""), (process_ok, ", keeping a verified rollout")):
-        result = tree_search(model, tokenizer, prompts, questions, simulations=sims,
-                             width=4, verify=verify, batch_size=256)
-        search_table.loc[f"MCTS, {sims} simulations{kept}"] = [
-            np.mean([completion_correct(c, r) for c, r in zip(result.completions,
-                                                              search_rows)]),
-            np.mean(result.candidates), np.mean(result.tokens)]
-for k in (8,):
-    search_table.loc[f"verified vote, k = {k}"] = [
-        np.mean([vote_at_k(g["strict_pred"].tolist(), g["answer"].iloc[0], k,
-                           verified=g["process_ok"].tolist())
-                 for _, g in base_first.groupby("prompt_index")]),
-        k, k * base_first["length"].mean()]
+        search_table.loc[f"MCTS, {sims} simulations{kept}"] = search_row(
+            tree_search, simulations=sims, width=4, verify=verify)
+search_table.loc["verified vote, k = 8"] = vote_row(8)
 search_table = search_table.sort_values("tokens per problem")
-display(search_table)
+display(shown(search_table))
 
 # %%
 st = search_table
@@ -807,28 +823,42 @@ one_path = st.loc["rollout_value"]
 votes = st[st.index.str.startswith("verified vote")].sort_values("tokens per problem")
 vote_at_cost = np.interp(kept4["tokens per problem"], votes["tokens per problem"],
                          votes["accuracy"])  # the votes' line, at the tree's cost
+runs = ["run 1", "run 2"]
+ahead = (mcts4[runs] > one_path[runs]).sum()  # runs in which the tree is ahead
+behind = (mcts4[runs] < one_path[runs]).sum()
 apart = round(abs(mcts4["accuracy"] - one_path["accuracy"]) * N_SEARCH)
-say(f"With about as many sampled continuations as the one-path search "
-    f"({mcts4['continuations per problem']:.0f} against "
-    f"{one_path['continuations per problem']:.0f}), the tree reaches "
-    f"{mcts4['accuracy']:.3f} against {one_path['accuracy']:.3f} "
-    + ("(ahead" if mcts4["accuracy"] > one_path["accuracy"] else "(not ahead")
-    + f" by {apart} of {N_SEARCH} problems, one run of each), and "
-    f"{mcts8['accuracy']:.3f} with 8 simulations "
-    f"({mcts8['tokens per problem']:.0f} tokens per problem). Keeping the first "
-    f"verified rollout, it reaches {kept4['accuracy']:.3f} with 4 simulations for "
+gap = kept4[runs] - vote_at_cost  # each run against the votes' line
+kept4_vs_vote = ("more" if (gap > 0.02).all() else "less" if (gap < -0.02).all()
+                 else "about")
+
+
+def both(row) -> str:
+    return f"{row['accuracy']:.3f} ({row['run 1']:.3f} and {row['run 2']:.3f})"
+
+
+say(f"Each search ran twice, with two sampling seeds; the accuracies are the runs' "
+    f"mean, and each run's in brackets. With about as many sampled continuations as "
+    f"the one-path search ({mcts4['continuations per problem']:.0f} against "
+    f"{one_path['continuations per problem']:.0f}), the tree reaches {both(mcts4)} "
+    f"against {both(one_path)}: "
+    + (f"ahead in both runs, by {apart} of {N_SEARCH} problems on average" if ahead == 2
+       else f"behind in both runs, by {apart} of {N_SEARCH} problems on average"
+       if behind == 2 else "the runs disagree on which is ahead")
+    + f". With 8 simulations it reaches {both(mcts8)} for "
+    f"{mcts8['tokens per problem']:.0f} tokens per problem. Keeping the first "
+    f"verified rollout, it reaches {both(kept4)} with 4 simulations for "
     f"{kept4['tokens per problem']:.0f} tokens per problem, and "
-    f"{kept8['accuracy']:.3f} with 8 for {kept8['tokens per problem']:.0f}: most "
+    f"{both(kept8)} with 8 for {kept8['tokens per problem']:.0f}: most "
     f"trees stop early. Verified votes of 4, 8 and 16 whole answers reach "
     + ", ".join(f"{a:.3f}" for a in votes["accuracy"])
     + " for " + ", ".join(f"{t:.0f}" for t in votes["tokens per problem"])
     + f" tokens; at the tree's cost, the line between them gives {vote_at_cost:.3f}"
-    + (". With the checker's rollouts kept, the tree buys about what a vote of the "
-       "same cost buys." if abs(kept4["accuracy"] - vote_at_cost) <= 0.02 else
-       (". With the checker's rollouts kept, the tree buys more than a vote of the "
-        "same cost." if kept4["accuracy"] > vote_at_cost else
-        ". Even with the checker's rollouts kept, a vote of the same cost buys "
-        "more.")))
+    + (". With the checker's rollouts kept, the tree buys more than a vote of the "
+       "same cost, in both runs." if kept4_vs_vote == "more" else
+       ". Even with the checker's rollouts kept, a vote of the same cost buys more, "
+       "in both runs." if kept4_vs_vote == "less" else
+       ". With the checker's rollouts kept, the tree buys about what a vote of the "
+       "same cost buys."))
 
 # %% [markdown]
 # ### A learned value
@@ -887,15 +917,11 @@ value_auc = {"all pairs of states": auc(held_targets),
                                               by="question"),
              "second steps after the same first step": auc(
                  held_targets[held_targets["step"] == 1], by="first_step")}
-learned = tree_search(model, tokenizer, prompts, questions, simulations=4, width=4,
-                      value=learned_value(value_model, tokenizer), batch_size=256)
-search_table.loc["MCTS, 4 simulations, learned value"] = [
-    np.mean([completion_correct(c, r) for c, r in zip(learned.completions,
-                                                      search_rows)]),
-    np.mean(learned.candidates), np.mean(learned.tokens)]
+search_table.loc["MCTS, 4 simulations, learned value"] = search_row(
+    tree_search, simulations=4, width=4, value=learned_value(value_model, tokenizer))
 display(pd.Series(value_auc, name="held-out AUC").to_frame())
-display(search_table.loc[["MCTS, 4 simulations",
-                          "MCTS, 4 simulations, learned value"]])
+display(shown(search_table.loc[["MCTS, 4 simulations",
+                                "MCTS, 4 simulations, learned value"]]))
 
 # %%
 st, va = search_table, value_auc
@@ -910,8 +936,8 @@ say(f"The value model learned from {len(targets):,} states of "
     f"probability is {va['first steps, same problem']:.3f}, and among second steps "
     "that follow the same first step "
     f"{va['second steps after the same first step']:.3f}. Guiding the tree, it reaches "
-    f"{st.loc['MCTS, 4 simulations, learned value', 'accuracy']:.3f}, against "
-    f"{st.loc['MCTS, 4 simulations', 'accuracy']:.3f} with graded rollouts.")
+    f"{both(st.loc['MCTS, 4 simulations, learned value'])}, against "
+    f"{both(st.loc['MCTS, 4 simulations'])} with graded rollouts.")
 
 # %% [markdown]
 # Where whole answers can be checked, sampling more of them and voting among those
@@ -939,11 +965,11 @@ say(f"The value model learned from {len(targets):,} states of "
 #   as a reward it changed little over the outcome reward here, even on the cold
 #   start's false checks, and it pays nothing for a self-correction. A search over
 #   steps needs the value of where a step leads, not its grade. A tree that can go
-#   back was ahead of one path (one run each); a value learned from the model's own
-#   answers guided it less well than graded rollouts; and only when it kept the
-#   rollouts its checker passed did the tree buy about what a verified vote of the
-#   same cost buys. The grader here knows the answer; the paper's objections are
-#   about tasks without such a grader.
+#   back was ahead of one path (in both of two runs); a value learned from the
+#   model's own answers guided it less well than graded rollouts; and only when it
+#   kept the rollouts its checker passed did the tree buy about what a verified vote
+#   of the same cost buys. The grader here knows the answer; the paper's objections
+#   are about tasks without such a grader.
 #
 # ## Exercises
 #

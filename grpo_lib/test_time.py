@@ -432,12 +432,11 @@ def tree_search(model, tokenizer, prompts: Sequence[str], questions: Sequence[st
         out = generate(model, tokenizer, leaves, num_generations=width,
                        max_new_tokens=max_new_tokens, seed=seed + s, **generate_kwargs)
         lengths = out.completion_lengths.tolist()
+        groups = [out.texts[j * width:(j + 1) * width] for j in range(len(open_))]
         valued = _values(value, [(paths[i][-1].text, t, questions[i])
-                                 for j, i in enumerate(open_)
-                                 for t in out.texts[j * width:(j + 1) * width]])
-        for j, i in enumerate(open_):
-            leaf, group = paths[i][-1], out.texts[j * width:(j + 1) * width]
-            values = valued[j * width:(j + 1) * width]
+                                 for i, group in zip(open_, groups) for t in group])
+        for j, (i, group) in enumerate(zip(open_, groups)):
+            leaf, values = paths[i][-1], valued[j * width:(j + 1) * width]
             expand(leaf, group, values)
             backup(paths[i], values)
             candidates[i] += width
