@@ -158,14 +158,16 @@ table
 #
 # $$
 # \bar r = \frac1G \sum_{i=1}^G r_i, \qquad
-# \sigma_r = \sqrt{\frac{1}{G - c} \sum_{i=1}^G (r_i - \bar r)^2},
+# \sigma_r = \sqrt{\frac{1}{G} \sum_{i=1}^G (r_i - \bar r)^2}
+# \quad\text{or}\quad
+# \sigma_r = \sqrt{\frac{1}{G - 1} \sum_{i=1}^G (r_i - \bar r)^2},
 # $$
 #
-# where $c = 0$ gives the *population* standard deviation and $c = 1$ the *sample*
-# standard deviation (Bessel's correction). Both are in use: GRPO-Zero
-# {cite}`grpozero`, a from-scratch implementation, divides by the population std (it
-# calls `numpy.std`), while TRL divides by the sample std (like `torch.std`). The
-# library computes either:
+# where dividing by $G$ gives the *population* standard deviation and dividing by
+# $G - 1$ the *sample* standard deviation (Bessel's correction). Both are in use:
+# GRPO-Zero {cite}`grpozero`, a from-scratch implementation, divides by the population
+# std (it calls `numpy.std`), while TRL divides by the sample std (like `torch.std`).
+# The library computes either:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -590,8 +592,9 @@ say("In this group, " + "; ".join(parts) + ". " + fmt)
 # - **Which std** matters for the step size, not for the direction: the sample std
 #   (TRL) gives advantages smaller by $\sqrt{(G-1)/G}$ than the population std
 #   (GRPO-Zero). Quoted numbers like the walkthrough's come from rounding.
-# - **Equal rewards teach nothing**; $\epsilon_{\mathrm{std}}$ keeps that case at
-#   exactly zero and damps differences far smaller than itself.
+# - **Equal rewards teach nothing**: their advantages are zero (the library sets them
+#   to exactly zero); $\epsilon_{\mathrm{std}}$ keeps that case from dividing 0 by 0,
+#   and it damps differences far smaller than itself.
 # - **G** trades compute for signal: $G = 2$ only says which of two is better; larger
 #   groups measure how rare a success is and leave fewer groups with nothing to learn.
 #

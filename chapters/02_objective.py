@@ -72,13 +72,14 @@ torch.set_printoptions(precision=4, sci_mode=False)
 #
 # A language model is a {term}`policy`: given a prompt $q$ it puts a probability
 # $\pi_\theta(o \mid q)$ on every completion $o$. We want the weights $\theta$ that
-# maximise the expected reward $J(\theta) = \mathbb E_{o\sim\pi_\theta}[r(o)]$.
+# maximise the expected reward
+# $\mathcal J(\theta) = \mathbb E_{o\sim\pi_\theta}[r(o)]$.
 # The completions are sampled, and a sample has no gradient, so the gradient is
 # rewritten as an expectation that samples can estimate. This is the log-derivative
 # trick, $\nabla\pi = \pi\,\nabla\log\pi$:
 #
 # $$
-# \nabla_\theta J = \sum_o r(o)\,\nabla_\theta \pi_\theta(o)
+# \nabla_\theta \mathcal J = \sum_o r(o)\,\nabla_\theta \pi_\theta(o)
 # = \sum_o \pi_\theta(o)\, r(o)\,\nabla_\theta\log\pi_\theta(o)
 # = \mathbb E_{o\sim\pi_\theta}\big[r(o)\,\nabla_\theta\log\pi_\theta(o)\big].
 # $$
@@ -131,9 +132,9 @@ for n in (10, 1_000, 100_000):
 # The mean does not change, because
 # $\mathbb E[b\,\nabla\log\pi_\theta] = b\sum_o\nabla\pi_\theta(o) = b\,\nabla 1 = 0$.
 # The variance does change. Measure it on 100,000 draws, for no baseline, for the
-# expected reward $J$ (close to the best constant), and for a bad constant. Then use
-# the mean of a group of $G = 8$ draws, as GRPO's {term}`advantage` does, and the mean
-# of the *other* seven (leave-one-out):
+# expected reward $\mathcal J$ (close to the best constant), and for a bad constant.
+# Then use the mean of a group of $G = 8$ draws, as GRPO's {term}`advantage` does, and
+# the mean of the *other* seven (leave-one-out):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -157,12 +158,27 @@ print(baselines.round(3).to_string())
 # %% [markdown]
 # `mean / exact` projects the averaged estimate on the exact gradient: 1 means the
 # right mean. Every constant leaves the mean where it was, up to sampling noise. A good
-# constant cuts the variance and a bad one multiplies it. The group mean lands close to
-# the best constant without knowing $J$. It has one catch: it contains the sample's own
-# reward, so the estimate shrinks by the factor $1 - 1/G = 0.875$. The leave-one-out
-# mean is exactly unbiased. A factor that is the same for every sample only rescales
-# the step, which the learning rate and Adam's normalisation absorb, so GRPO keeps the
-# simpler group mean.
+# constant cuts the variance and a bad one multiplies it.
+#
+# The group mean needs no knowledge of $\mathcal J$, and its variance even comes out
+# below that of the baseline $\mathcal J$. That is not a better baseline at work. The
+# group mean contains the sample's own reward: with $\bar r_{-i}$ the mean of the other
+# $G - 1$ rewards of the group,
+#
+# $$
+# r_i - \bar r = \Big(1 - \frac1G\Big)\,(r_i - \bar r_{-i}),
+# $$
+#
+# so each sample's estimate with the group mean is exactly $1 - 1/G$ times its estimate
+# with the leave-one-out mean. The mean shrinks by that factor (the group mean's
+# `mean / exact`) and the variance by its square: the group mean is biased by the
+# factor $1 - 1/G$, and its lower variance is that same shrink. Rescaled by
+# $G/(G - 1)$ it is exactly the leave-one-out estimate, no better than it; and the
+# leave-one-out variance sits a little above that of the baseline $\mathcal J$, because
+# the other $G - 1$ rewards estimate $\mathcal J$ with noise. The leave-one-out mean is
+# exactly unbiased. A factor that is the same for every sample only rescales the step,
+# which the learning rate and Adam's normalisation absorb, so GRPO keeps the simpler
+# group mean.
 #
 # ### Samples from an older policy: the ratio
 #
@@ -173,7 +189,7 @@ print(baselines.round(3).to_string())
 # $\rho$:
 #
 # $$
-# \nabla_\theta J = \mathbb E_{o\sim\pi_{\theta_{\mathrm{old}}}}\big[\rho(o)\,
+# \nabla_\theta \mathcal J = \mathbb E_{o\sim\pi_{\theta_{\mathrm{old}}}}\big[\rho(o)\,
 # \hat A(o)\,\nabla_\theta\log\pi_\theta(o)\big]
 # = \mathbb E_{o\sim\pi_{\theta_{\mathrm{old}}}}\big[\hat A(o)\,\nabla_\theta
 # \rho(o)\big],
@@ -288,13 +304,13 @@ print(table.T.to_string(float_format=lambda v: f"{v:+.2f}"))
 #
 # * **$\hat A > 0$** (a good completion): the surrogate is $\rho\hat A$ until
 #   $\rho = 1+\varepsilon$, then flat. Once the policy has raised the token's
-#   probability by 20 %, the gradient is 0: no further push *up*. Below 1 nothing is
-#   clipped: if an update accidentally made a good token less likely, the full gradient
-#   pulls it back.
+#   probability by more than 20 %, the gradient is 0: no further push *up*. Below 1
+#   nothing is clipped: if an update accidentally made a good token less likely, the
+#   full gradient pulls it back.
 # * **$\hat A < 0$** (a bad completion): the mirror image. The surrogate is flat below
-#   $1-\varepsilon$: once the token's probability has dropped by 20 %, stop pushing it
-#   down. Above 1 (the policy made a bad token *more* likely) the unclipped, more
-#   negative term wins and the gradient is never switched off.
+#   $1-\varepsilon$: once the token's probability has dropped by more than 20 %, stop
+#   pushing it down. Above 1 (the policy made a bad token *more* likely) the unclipped,
+#   more negative term wins and the gradient is never switched off.
 #
 # The picture, with the region where the gradient vanishes shaded:
 
@@ -314,7 +330,7 @@ for ax, adv in zip(axes, (1.0, -1.0)):
     ax.set(title=f"A = {adv:+.0f}", xlabel=r"ratio $\rho$", ylim=(-1.8, 1.8),
            xticks=[0.5, 1.0, 1.5])  # no tick at the panels' shared edge
 axes[0].set_ylabel("surrogate (to maximise)")
-axes[0].legend(loc="upper left", fontsize=9)
+axes[0].legend(loc="lower right", fontsize=9)
 plt.tight_layout()
 plt.show()
 
@@ -749,12 +765,18 @@ print(f"J = {J.item():+.6f}: surrogate part {surrogate_part:+.6f}, "
       f"-beta * KL part {-beta * kl_part.item():+.6f}")
 
 # %% [markdown]
-# The value of $J$ is only the KL part: every ratio is 1, so completion $i$'s token
-# average of $\rho\hat A_i$ is $\hat A_i$, and a group's advantages sum to zero. The
-# gradient is not zero. On the first iteration it equals the
-# gradient of the REINFORCE form $\frac1B\sum_{i=1}^{B}\frac{1}{|o_i|}\sum_t \hat A_i
-# \log \pi_\theta(o_{i,t}) - \beta k_3$ over the batch's $B$ completions, the "loss
-# is (almost) zero but the model learns" puzzle that {doc}`09_failure_modes` returns to:
+# The value of $\mathcal J$ is only the KL part: every ratio is 1, so completion $i$'s
+# token average of $\rho\hat A_i$ is $\hat A_i$, and a group's advantages sum to zero.
+# The gradient is not zero. On the first iteration it equals the gradient of the
+# REINFORCE form over the batch's $B$ completions,
+#
+# $$
+# \frac1B\sum_{i=1}^{B}\frac{1}{|o_i|}\sum_{t=1}^{|o_i|}\Big(\hat A_i
+# \log\pi_\theta(o_{i,t}\mid q,o_{i,<t}) - \beta\,k_3(\delta_{i,t})\Big),
+# $$
+#
+# the "loss is (almost) zero but the model learns" puzzle that {doc}`09_failure_modes`
+# returns to:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -769,7 +791,8 @@ print(f"|grad J| = {grad_J.norm():.4f}, max |grad J - grad REINFORCE form| = "
 # %% [markdown]
 # The trainer's loss (`grpo_lib.losses.policy_loss`, {doc}`07_full_loop`) is built
 # from the same
-# pieces; with `loss_type="grpo"` and TRL's ratio-weighted KL switched off it is $-J$:
+# pieces; with `loss_type="grpo"` and TRL's ratio-weighted KL switched off it is
+# $-\mathcal J$:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -784,8 +807,8 @@ print(f"policy_loss = {loss.item():+.6f}   -J = {-J.item():+.6f}")
 # ### Several updates on one batch: the clip at work
 #
 # With $\mu > 1$ updates per batch (`num_iterations`), the ratios leave 1 and the clip
-# starts to bite. Plain gradient ascent on $J$ (step size 2), the old log-probs frozen,
-# 40 updates on the same batch:
+# starts to bite. Plain gradient ascent on $\mathcal J$ (step size 2), the old log-probs
+# frozen, 40 updates on the same batch:
 
 # %%
 theta = policy_logits.detach().clone().requires_grad_(True)
@@ -827,10 +850,11 @@ print(hist.iloc[[0, 4, 9, 19, 39]].round(3).to_string())
 # %% [markdown]
 # What to notice: the tokens of good completions rise and the tokens of bad ones fall
 # until they cross $1 \pm \varepsilon$ (dashed); from there on they are clipped, the
-# fraction of clipped tokens climbs towards 1 and $J$ stops growing. A token overshoots
-# its boundary by at most the step that carried it across (the dotted extremes); after
-# that only the small KL term moves it. That is the trust region in practice: however
-# many updates are taken on one batch, the policy cannot run far on it.
+# fraction of clipped tokens climbs towards 1 and $\mathcal J$ stops growing. A token
+# overshoots its boundary by at most the step that carried it across (the dotted
+# extremes); after that only the small KL term moves it. That is the trust region in
+# practice: however many updates are taken on one batch, the policy cannot run far on
+# it.
 #
 # ## Exercises
 #
@@ -907,7 +931,7 @@ except NotImplementedError:
 # **2.5 — REINFORCE by hand.** Write `my_reinforce_gradient(logits, actions, rewards,
 # baseline)` for the four-answer policy of {ref}`ch02-policy-gradient`: `logits` and
 # `rewards` of shape `[K]`, `actions` an `[N]` tensor of sampled indices. Return the
-# estimate of $\nabla_\theta J$ of shape `[K]`, the mean over the samples of
+# estimate of $\nabla_\theta \mathcal J$ of shape `[K]`, the mean over the samples of
 # $(r(a_n) - b)\,\nabla_\theta\log\pi_\theta(a_n)$, without autograd and without
 # calling `grpo_lib`.
 

@@ -26,7 +26,7 @@
 # during large-scale RL, and retraining it costs resources and complicates the pipeline.
 # Rules are cheap, transparent and hard to fool — if they are written carefully. That
 # "if" is the subject of this chapter: every rule below is shown, applied to a table of
-# completions (well-behaved and hostile), and one of them is hacked on purpose.
+# completions (well-behaved and hostile), and two careless ones are hacked on purpose.
 #
 # All reward functions of `grpo_lib.rewards` share one signature, TRL's convention
 # {cite}`vonwerra2020trl` without the chat wrapping:
@@ -92,7 +92,7 @@ names = ["o1", "o2", "o3", "o4"]
 # * **strict** (`format_reward`) — the *whole* completion is exactly one think block
 #   followed by one answer block, up to whitespace; both blocks non-blank, no nested or
 #   repeated tags, nothing outside:
-#   $r = \mathbb 1\big[y = \texttt{<think>}\,T\,\texttt{</think>}\,\texttt{<answer>}\,A
+#   $r = \mathbb 1\big[o = \texttt{<think>}\,T\,\texttt{</think>}\,\texttt{<answer>}\,A
 #   \,\texttt{</answer>}\big]$;
 # * **soft** (`soft_format_reward`) — a think block and, after it, an answer block
 #   appear somewhere, with any text around them.
@@ -109,13 +109,14 @@ show_source(parsing.is_well_formatted, start="body = text.strip()",
 # %% [markdown]
 # A table of completions, from the four outputs to ones written to slip through a
 # careless pattern. Open-R1's format reward {cite}`openr1` is the regular expression
-# `^<think>.*?</think>\s*<answer>.*?</answer>$` (with `re.DOTALL`); it is included as a
-# column for comparison.
+# `^<think>.*?</think>\s*<answer>.*?</answer>$` (with `re.DOTALL | re.MULTILINE`); it is
+# included as a column for comparison.
 
 # %%
 import re
 
-OPEN_R1_FORMAT = re.compile(r"^<think>.*?</think>\s*<answer>.*?</answer>$", re.DOTALL)
+OPEN_R1_FORMAT = re.compile(r"^<think>.*?</think>\s*<answer>.*?</answer>$",
+                            re.DOTALL | re.MULTILINE)
 
 
 def open_r1_format(completions, **kwargs):
@@ -149,7 +150,7 @@ pd.DataFrame({
 # ## The accuracy reward
 #
 # The accuracy reward reads the final answer and compares it with the gold answer:
-# $r_i = \mathbb 1[\operatorname{equal}(\operatorname{extract}(y_i), a_i)]$. Both halves
+# $r_i = \mathbb 1[\operatorname{equal}(\operatorname{extract}(o_i), a_i)]$. Both halves
 # are in `grpo_lib.parsing`:
 #
 # * `extract_answer(text, strict=True)` — the content of the **last** `<answer>` block;
@@ -433,7 +434,10 @@ pd.DataFrame({
 # *whether* it is right.
 #
 # **Reasoning steps** (Open-R1): $r = \min(1, k/3)$ with $k$ the number of step markers
-# (`Step 1:`, numbered lines, bullets, `First,` / `Next,` / `Finally,`).
+# (`Step 1:`, numbered lines, bullets, `First,` / `Next,` / `Finally,`). The library
+# compiles the pattern with `re.MULTILINE`, so every line that starts with a number
+# counts; Open-R1's code leaves the flag out, so its `^\d+\.` matches only at the very
+# start of the text.
 
 # %%
 show_source(R.reasoning_steps_reward, docstring=False)
@@ -481,11 +485,11 @@ pd.DataFrame({"length": [len(o) for o in outputs],
 # and its $\lambda$ is negative, so it keeps it (a wrong answer is never rewarded for
 # being short).
 #
-# **Cosine-scaled length** (Yeo et al. 2025, in Open-R1): a correct answer earns from
-# `max_value_correct` (length 0) down to `min_value_correct` (length `max_len`); a wrong
-# answer is penalised *most* when short (a quick guess) and least when long (an honest
-# attempt): $r = r_\text{end} + \tfrac12 (r_\text{start} - r_\text{end})\,
-# (1 + \cos(\pi \min(1, L / L_\text{max})))$.
+# **Cosine-scaled length** (Yeo et al. {cite}`yeo2025longcot`, in Open-R1): a correct
+# answer earns from `max_value_correct` (length 0) down to `min_value_correct` (length
+# `max_len`); a wrong answer is penalised *most* when short (a quick guess) and least
+# when long (an honest attempt): $r = r_\text{end} + \tfrac12 (r_\text{start} -
+# r_\text{end})\,(1 + \cos(\pi \min(1, L / L_\text{max})))$.
 #
 # **Repetition penalty** (Open-R1): $r = p_\text{max} \cdot (1 - \#\text{distinct
 # n-grams} / \#\text{n-grams})$ over word trigrams.
@@ -537,8 +541,9 @@ plt.show()
 # %% [markdown]
 # Both are drawn with a limit of 1,000 tokens (`max_len`, $L_\text{max}$) and DAPO's
 # ramp over the last 250 ($L_\text{cache}$, the dotted line). What to notice: past
-# `max_len` the cosine curve stays flat (Open-R1's version turns back up, because it
-# does not clip $L / L_\text{max}$), and the DAPO ramp only starts in the last
+# `max_len` the cosine curves stay flat (Open-R1's version does not clip
+# $L / L_\text{max}$, so there its curve for correct answers turns back up and the one
+# for wrong answers turns back down), and the DAPO ramp only starts in the last
 # `soft_punish_cache` units, so it never touches answers of normal length.
 #
 # A length term is a bonus for something other than the answer, and a bonus can be
@@ -653,7 +658,7 @@ pd.DataFrame(rows, index=names).T.round(3)
 
 # %% [markdown]
 # (ch03-reward-hacking)=
-# ## A reward hacked on purpose
+# ## Rewards hacked on purpose
 #
 # Two rewards that look reasonable and are not.
 #

@@ -72,19 +72,21 @@ print(f"Qwen2ForCausalLM, random weights: {count_parameters(model):,} parameters
 # %% [markdown]
 # ## Which logit predicts which token
 #
-# A causal LM reads tokens $x_0 \dots x_{T-1}$ and returns logits of shape `[B, T, V]`.
-# The logits at position $t$ have seen $x_0 \dots x_t$ and are the model's distribution
-# for the **next** token $x_{t+1}$. So:
+# A causal LM reads $L$ tokens $x_0 \dots x_{L-1}$ and returns logits of shape
+# `[B, L, V]`. The logits at position $t$ have seen $x_0 \dots x_t$ and are the
+# model's distribution for the **next** token $x_{t+1}$. So:
 #
 # * `logits[:, t]` scores `input_ids[:, t + 1]`;
 # * the first token is never predicted (nothing comes before it);
 # * `logits[:, -1]` predicts a token that is not in the input — the one generation
 #   would sample next.
 #
-# For RL we concatenate the prompt ($P$ tokens) and the completion ($C$ tokens). The
-# completion token $c_j$ sits at position $P + j$, so it is scored by the logits at
-# position $P - 1 + j$: the last prompt token predicts the first completion token. Here
-# is the alignment for the book's running example, in ChatML:
+# For RL we concatenate the prompt ($P$ tokens) and the completion ($C$ tokens), so
+# $L = P + C$ (in a batch, $C$ is the width of the padded completions, the $T$ of
+# `[B, T, V]`). The completion token $c_j$, counted from $j = 0$ (the $o_{i,j+1}$ of
+# {ref}`notation`), sits at position $P + j$, so it is scored by the logits at position
+# $P - 1 + j$: the last prompt token predicts the first completion token. Here is the
+# alignment for the book's running example, in ChatML:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -133,8 +135,9 @@ print("first five:", by_hand[0, :5])
 # LM head — the largest matrix multiply at a large vocabulary — on the prompt), it
 # passes `position_ids` so that padding does not move tokens ({ref}`ch04-padding`),
 # and it divides the logits by the sampling temperature $\tau$, so that the log-probs
-# are those of the distribution the completion was drawn from. After checking its
-# inputs, the function does this for each micro-batch of rows:
+# are those of the distribution the completion was drawn from (when sampling used no
+# top-$p$ cut, $p = 1$; {ref}`ch06-temperature`). After checking its inputs, the
+# function does this for each micro-batch of rows:
 
 # %%
 show_source(sequence_logprobs, start="for start in range", end="all_logp.append")
@@ -394,7 +397,8 @@ print(f"-mean log-prob of the masked tokens : {manual.item():.6f}")
 # The naive recipe `logits.log_softmax(-1).gather(-1, ids)` builds a second tensor as
 # large as the logits, `[B, T, V]`, to read $B \times T$ numbers from it. At the
 # vocabulary of Qwen2.5, $V$ = 151,936 (the `vocab_size` of its configuration
-# {cite}`qwen25_05b_config`), that tensor is the largest in the training step.
+# {cite}`qwen25_05b_config`), the logits and this copy of them are the largest
+# tensors of the training step.
 # `selective_log_softmax` avoids it:
 #
 # $$
@@ -445,11 +449,11 @@ print(arithmetic.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
 
 # %% [markdown]
 # Now measured. On a GPU, CUDA's caching allocator reports the peak directly
-# (`torch.cuda.max_memory_allocated`). The stored outputs of this chapter come from a
-# CPU, where the PyTorch profiler with `profile_memory=True` records every allocation
-# and free made by each operator; replaying them in time order gives the peak of the
-# memory allocated during the call. The chapter executed on an H100, where the next
-# cells take the CUDA branch, is stored in `data/runs/ch04_gpu_h100/`.
+# (`torch.cuda.max_memory_allocated`). On a CPU the next cells take the CPU branch:
+# the PyTorch profiler with `profile_memory=True` records every allocation and free
+# made by each operator, and replaying them in time order gives the peak of the memory
+# allocated during the call. A run of this chapter on an H100 (the CUDA branch) is
+# stored in `data/runs/ch04_gpu_h100/`.
 
 # %%
 import contextlib
@@ -587,9 +591,14 @@ if len(over):
 elif len(trl_rows):
     text += " TRL's function peaks where predicted in every dtype."
 text += (f" The times (`ms`) range from {mem_table.ms.min():.0f} to "
-         f"{mem_table.ms.max():.0f} ms: every method reads each logit once, and the "
-         f"saving is in memory, not time.")
-say(text)
+         f"{mem_table.ms.max():.0f} ms: the saving is in memory, not time")
+slower = [dt for dt in mem_table.dtype.unique()  # clearly slower, not timing noise
+          if by_method.loc[(dt, "selective"), "ms"]
+          > 1.1 * by_method.loc[(dt, "full"), "ms"]]
+if slower:
+    text += (f", and in {', '.join(slower)} the row-by-row loop is even slower than "
+             f"one `log_softmax` over the whole batch")
+say(text + ".")
 
 # %% [markdown]
 # Scaled to a real run — say a Qwen2.5-0.5B policy scoring 16 completions of 1,024
@@ -625,8 +634,9 @@ print(real_run.round(2).T.to_string())
 # mantissa bits. For the log-softmax that matters in one place. The log-sum-exp of a
 # row of 151,936 logits is a number of size ten or more, and rounding it to bfloat16
 # before subtracting moves every log-prob of the row by as much as that rounding; a
-# `log_softmax` computed row by row rounds only its result, and the log-prob of a
-# likely token is close to 0, where bfloat16 is fine-grained. Measured on rows of Qwen's
+# `log_softmax` computed row by row accumulates in float32 and loses about one
+# bfloat16 step in its result, and the log-prob of a likely token is close to 0, where
+# that step is small (at most $2^{-8}$ above $-1$). Measured on rows of Qwen's
 # vocabulary size whose target token runs from unlikely to nearly certain, against
 # float64 on the same bfloat16 logits (so only the computation's rounding counts):
 

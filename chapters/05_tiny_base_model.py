@@ -133,7 +133,7 @@ for q in ["2 + 3 * 4", "(2 + 3) * 4 - 5"]:
     print("   left to right:", [s[3] for s in solve_steps(q, precedence=False)][-1])
 
 # %% [markdown]
-# The committed splits (`python -m grpo_lib make-data`) hold training and held-out
+# The book's splits (`python -m grpo_lib make-data`) hold training and held-out
 # problems with no question in both (the sizes are printed below); the generator
 # over-samples problems where precedence matters, since those are where the planted
 # mistake shows.
@@ -200,25 +200,25 @@ plt.show()
 # `python -m grpo_lib pretrain --size tiny` runs a plain causal-LM loop (AdamW, linear
 # warm-up then cosine decay, bf16 autocast on a GPU or on a CPU with native bf16,
 # batches of documents of similar length) and writes a folder that
-# `AutoModelForCausalLM` loads offline, with a model card. The committed checkpoint
-# was trained with that command on a GPU; the same recipe was run once more on a
-# two-core CPU, and that run's log and card are committed in
-# `data/runs/pretrain_tiny_cpu` (its weights were not kept). The two cards:
+# `AutoModelForCausalLM` loads offline, with a model card. The book's base model
+# (`data/models/tiny-qwen2-base`) was trained with that command on a GPU; the same
+# recipe was run once more on a two-core CPU, and that run's log and card, without its
+# weights, are stored in `data/runs/pretrain_tiny_cpu`. The two cards:
 
 # %%
 CPU_RUN = ROOT / "data" / "runs" / "pretrain_tiny_cpu"
-runs = {"committed checkpoint": BASE, "same recipe on a CPU": CPU_RUN}
+runs = {"book's base model": BASE, "same recipe on a CPU": CPU_RUN}
 infos = {name: json.loads((folder / "pretrain_info.json").read_text())
          for name, folder in runs.items()}
 cards = pd.DataFrame({name: {k: i[k] for k in (
     "device", "torch_threads", "parameters", "steps", "batch_size", "tokens_seen",
     "wall_time_s", "final_loss_mean_last_50")} for name, i in infos.items()})
 print(cards.to_string())
-print(json.dumps(infos["committed checkpoint"]["model_config"]))
+print(json.dumps(infos["book's base model"]["model_config"]))
 
 # %%
-gpu_info, cpu_info = infos["committed checkpoint"], infos["same recipe on a CPU"]
-say(f"The committed checkpoint took {gpu_info['wall_time_s']:.0f} s "
+gpu_info, cpu_info = infos["book's base model"], infos["same recipe on a CPU"]
+say(f"Pretraining the book's base model took {gpu_info['wall_time_s']:.0f} s "
     f"({gpu_info['wall_time_s'] / 60:.1f} min) on an {gpu_info['device']}; the same "
     f"{cpu_info['steps']} steps of {cpu_info['batch_size']} documents took "
     f"{cpu_info['wall_time_s']:.0f} s ({cpu_info['wall_time_s'] / 60:.1f} min) on a "
@@ -230,7 +230,7 @@ say(f"The committed checkpoint took {gpu_info['wall_time_s']:.0f} s "
 # Below, this notebook pretrains **live** with a shortened schedule so that you see the
 # loop run on your device: the `smoke` profile takes a few steps of the `micro` size,
 # the `cpu` profile a few hundred steps of the `tiny` size with half the batch (it will
-# not reach the committed model's quality), the `gpu` profile the full `tiny` recipe.
+# not reach the base model's quality), the `gpu` profile the full `tiny` recipe.
 # The cell prints how long it took.
 
 # %%
@@ -249,11 +249,11 @@ print(pd.read_csv(live_dir / "pretrain_log.csv").iloc[:: max(1, live.steps // 50
       .to_string(index=False))
 
 # %%
-committed_log = pd.read_csv(BASE / "pretrain_log.csv")
+base_log = pd.read_csv(BASE / "pretrain_log.csv")
 cpu_log = pd.read_csv(CPU_RUN / "pretrain_log.csv")
 live_log = pd.read_csv(live_dir / "pretrain_log.csv")
 fig, ax = plt.subplots(figsize=(7, 3.2))
-ax.plot(committed_log.tokens_seen, committed_log.loss, label="committed tiny model")
+ax.plot(base_log.tokens_seen, base_log.loss, label="the book's base model")
 ax.plot(cpu_log.tokens_seen, cpu_log.loss, "--", label="same recipe on a CPU")
 ax.plot(live_log.tokens_seen, live_log.loss, label=f"live run ({live.size})")
 ax.set_xscale("log")
@@ -275,8 +275,8 @@ say(f"The live run: {live.steps} steps of {live.batch_size} documents "
        "bf16)")
     + f". Its loss over the last {min(50, live.steps)} steps averages "
     f"{live_info['final_loss_mean_last_50']:.3f}, against "
-    f"{gpu_info['final_loss_mean_last_50']:.3f} for the committed model, so the "
-    f"evaluation below uses the committed model.")
+    f"{gpu_info['final_loss_mean_last_50']:.3f} for the book's base model, so the "
+    f"evaluation below uses the book's base model.")
 
 # %% [markdown]
 # ## The evaluation harness, and the base model's flaws in numbers
@@ -306,22 +306,19 @@ print(f"evaluated {n_eval} problems in {time.perf_counter() - t0:.0f} s")
 print(table.round(3).to_string())
 
 # %% [markdown]
-# The bounds the corpus was designed for: greedy strict accuracy strictly between 25%
-# and 75% (room for RL to show an effect, but a model that is sometimes right), at
-# least 10% format violations and at least 10% language-mixed responses.
+# The corpus was designed for a base model whose greedy answers leave room for RL to
+# show an effect yet are sometimes right, and that shows the format and language flaws
+# often enough to measure. The ranges it aims at, next to the greedy measurements:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 greedy = table.loc["greedy"]
-checks = {
-    "25% < strict accuracy < 75%": 0.25 < greedy.strict_acc < 0.75,
-    "format violations >= 10%": 1 - greedy.format_rate >= 0.10,
-    "language-mixed >= 10%": greedy.lang_mix_rate >= 0.10,
-}
-print(f"strict {greedy.strict_acc:.3f} | format violations {1 - greedy.format_rate:.3f}"
-      f" | language-mixed {greedy.lang_mix_rate:.3f} (greedy, n={n_eval})")
-for name, ok in checks.items():
-    print(f"{'PASS' if ok else 'FAIL'}  {name}")
+design = pd.DataFrame({
+    "measured": [greedy.strict_acc, 1 - greedy.format_rate, greedy.lang_mix_rate],
+    "designed range": ["25% to 75%", "at least 10%", "at least 10%"]},
+    index=["strict accuracy", "format violations", "language-mixed"])
+print(f"greedy decoding, n = {n_eval}:")
+print(design.to_string(formatters={"measured": "{:.1%}".format}))
 
 # %% [markdown]
 # ### Each flaw, where its trigger fires
@@ -385,6 +382,12 @@ if "sampled" in table.index:
     notice += (f" One sample at temperature 1 is right {sampled.strict_acc:.1%} of "
                f"the time, and at least one of {int(sampled.k)} samples is right on "
                f"{sampled.pass_at_k:.1%} of the problems (`pass_at_k`).")
+    if sampled.strict_acc > greedy.strict_acc:
+        notice += (f" Sampling beats greedy decoding here because where precedence "
+                   f"matters, {mix.ltr_rate:.0%} of the corpus's answers "
+                   f"(`CorpusMix.ltr_rate`) go left to right: that wrong path is the "
+                   f"most likely one there, so greedy decoding takes it, while a "
+                   f"sample sometimes escapes it.")
 right_untagged = (g.lenient_correct & ~g.correct).mean()
 notice += (f" Lenient accuracy ({greedy.lenient_acc:.1%}) is above strict because "
            f"{right_untagged:.1%} of the greedy completions end in the right number "

@@ -184,8 +184,9 @@ say(f"Of the {G} completions, {kind.count('right')} are right (14), "
 # advantages and will be made more likely, the rest negative ones. The spread of the
 # answers is what we measure next. `group_diversity` reports, per group, the number of
 # distinct texts, the entropy of the answers
-# $H = -\sum_a \hat p_a \log_2 \hat p_a$ (0 when all $G$ answers agree, $\log_2 G$ when
-# all differ) and the reward statistics:
+# $H = -\sum_a \hat q_a \log_2 \hat q_a$, with $\hat q_a$ the share of the $G$ answers
+# equal to $a$ (0 when all $G$ answers agree, $\log_2 G$ when all differ), and the
+# reward statistics:
 
 # %%
 show_source(answer_entropy)
@@ -315,8 +316,8 @@ if best_p.top_p < 1.0 and best_p.reward > hot.reward:
              f"to {best_p.reward:.3f} (from {hot.reward:.3f} at top_p = 1) but leaves "
              f"{best_p.zero_std_groups:.0%} of the groups with zero variance (against "
              f"{hot.zero_std_groups:.0%}). ")
-say(text + f"(The sweep uses {n_prompts} prompts, so a share moves in steps of "
-    f"{1 / n_prompts:.0%}.)")
+say(text + f"(The sweep uses {n_prompts} prompts, one group each, so a share of "
+    f"groups moves in steps of one group in {n_prompts}, {1 / n_prompts:.0%}.)")
 
 # %% [markdown]
 # What to notice:

@@ -169,7 +169,7 @@ print(f"a question solved 1/8 of the time pushes {edge_group:.3f} as hard as one
 # A third choice, `scale_rewards="batch"` (TRL), keeps the group mean as the baseline
 # but divides by one std over the whole batch, so every group is scaled by the same
 # number and the per-question reweighting disappears while the advantages keep a
-# batch-independent size.
+# size independent of the reward's scale.
 #
 # (ch08-aggregation)=
 # ## The loss: five ways to average the same terms
@@ -665,11 +665,11 @@ print(f"corpus: share of one-operator answers written with a broken format: "
 # %% [markdown]
 # ### The same seed on another CPU
 #
-# How large is "the spread between two seeds"? {doc}`Chapter 7 <07_full_loop>`'s run
-# with the `transformers` rollout (`data/runs/ch07_r1_zero_seed0_cpu`) is the `grpo,
-# seed 0` run above: same config, same seed, same trainer, executed later on another
-# machine, with two torch threads where the run above had one. Compare the two step
-# by step:
+# How large is "the spread between two seeds"? An earlier run of
+# {doc}`chapter 7 <07_full_loop>`'s configuration with the `transformers` rollout,
+# `data/runs/ch07_r1_zero_seed0_cpu`, is the `grpo, seed 0` run above: same config,
+# same seed, same trainer, executed after it on another machine, with two torch
+# threads where the run above had one. Compare the two step by step:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -718,7 +718,8 @@ print(f"other CPU, steps 101-150: gap wrong - right "
 # the short runs: the configuration's `micro_batch_size` is 64, so each step's 128
 # completions form two micro-batches, and `bnpo` (token mean of a micro-batch) and
 # `dapo` (token mean of the step) are no longer the same run. `grpo_lib.runs` reads
-# committed runs back and prints each setting as the mean of its seeds with their range:
+# the runs stored in `data/runs/` back and prints each setting as the mean of its seeds
+# with their range:
 
 # %%
 show_source(seed_table, docstring=False)
@@ -792,17 +793,19 @@ say(f"Held-out strict accuracy after 150 steps, mean of two seeds: from "
 
 # %% [markdown]
 # **Reading it.** At full length every variant learns the task, and the columns that
-# describe training agree within the spread of two seeds: the sampled accuracy of the
-# last 25 steps, the entropy, the share of groups with equal rewards (except that
-# `reinforce`, with both seeds above every other run, has a little more of them), and
-# the length, to a tenth of a token. The length biases of {ref}`ch08-aggregation` have
-# no room to act on a task whose trace lengths are set by the problem, as the
-# right-and-wrong lengths above already showed for `grpo` and `dr_grpo`. The gradient
-# norms differ by the factors each variant puts in front of the same terms, and AdamW
-# divides such factors out. `reinforce` is the extreme case: with $\mu = 1$ its
-# gradient is exactly `dr_grpo`'s times $L_{\max} = 96$ (the first step's gradients,
-# printed above), and the gradient clip then rescales it to norm 1 in almost every
-# step.
+# describe training agree closely: the sampled accuracy of the last 25 steps, the
+# entropy, the share of groups with equal rewards, and the length, to a tenth of a
+# token. A few differences sit outside the seeds' ranges, all small: `bnpo` samples a
+# little less accurately than some variants and with a little more entropy than
+# others, both its seeds beyond both of theirs, and `reinforce`, with both seeds above
+# every other run, has a slightly larger share of groups with equal rewards. The length
+# biases of {ref}`ch08-aggregation` have no room to act on a task whose trace lengths
+# are set by the problem, as the right-and-wrong lengths above already showed for
+# `grpo` and `dr_grpo`. The gradient norms differ by the factors each variant puts in
+# front of the same terms, and AdamW divides such factors out. `reinforce` is the
+# extreme case: with $\mu = 1$ its gradient is exactly `dr_grpo`'s times
+# $L_{\max} = 96$ (the first step's gradients, printed above), and the gradient clip
+# then rescales it to norm 1 in almost every step.
 #
 # The held-out accuracies part by a couple of points, which is where two seeds are
 # thinnest. The two variants with a constant denominator, `dr_grpo` and `reinforce`,
@@ -897,9 +900,14 @@ shutil.rmtree(runs_dir, ignore_errors=True)  # the runs were only needed for thi
 #
 # | switch | the ratio and what is clipped | from |
 # | --- | --- | --- |
-# | (default) | one ratio per token; the clip zeroes the gradient of a token whose ratio left $[1-\varepsilon, 1+\varepsilon_{\mathrm{high}}]$ | PPO, GRPO |
+# | (default) | one ratio per token; the clip zeroes the gradient of a token whose ratio left $[1-\varepsilon_{\mathrm{low}}, 1+\varepsilon_{\mathrm{high}}]$ on the side its advantage pushes toward | PPO, GRPO |
 # | `importance_sampling_level="sequence"` | one ratio per completion, the geometric mean of its tokens' ratios; the clip keeps or drops the whole completion | GSPO {cite}`zheng2025gspo` |
 # | `loss_type="cispo"` | one ratio per token, used as a detached weight capped at $\varepsilon_{\max}$; no token loses its gradient | CISPO {cite}`minimax2025m1` |
+#
+# The default's clip acts on one side only: a token with $\hat A_i > 0$ loses its
+# gradient once $\rho_{i,t} > 1+\varepsilon_{\mathrm{high}}$, one with $\hat A_i < 0$
+# once $\rho_{i,t} < 1-\varepsilon_{\mathrm{low}}$; a token past the other bound keeps
+# its gradient.
 #
 # GSPO's ratio $s_i$ is the geometric mean of the token ratios,
 # $\log s_i = \frac{1}{\lvert o_i\rvert}\sum_t \log\rho_{i,t}$. Because it averages,
@@ -1097,7 +1105,9 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
     f"binds on {t.loc['CISPO, mu = 2', 'clip fraction']:.3%} of its tokens.\n"
     f"- Entropy over the last 25 steps: " + ", ".join(
         f"{n} {t.loc[n, 'entropy, last 25']:.4f}" for n in t.index) + ".\n"
-    f"- Seconds of steps, two runs at a time on this CPU: " + ", ".join(
+    f"- Seconds of steps, two runs at a time on the machine that trained them "
+    f"(see the runs' `README.md`; other jobs ran beside most of them at times, so "
+    f"these are upper bounds): " + ", ".join(
         f"{n} {t.loc[n, 'seconds']}" for n in t.index) + ".\n"
     f"- With $\\beta = 0.04$ the mean KL to the base model is "
     f"{t.loc['beta = 0.04', 'KL']:.4f} per token, so the penalty "
@@ -1120,7 +1130,8 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
 # two orders of magnitude, and argues that clipping whole sequences is the better
 # signal. CISPO's cap at 5 almost never binds here, so on this task it is close to a
 # token-mean REINFORCE that weights its second pass by the ratio. A second pass costs
-# a second forward and backward pass over the batch, and the printed seconds show it.
+# a second forward and backward pass over the batch, and the printed seconds grow
+# with $\mu$ (upper bounds from a shared machine, so only roughly).
 # The KL plot shows the policy leaving the base model within the first few dozen steps
 # and then staying in the same range. At $\beta = 0.04$ the penalty per token is small
 # next to advantages of order 1.

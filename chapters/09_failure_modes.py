@@ -91,8 +91,8 @@ CONFIG = REPO / "configs" / "r1_zero_arithmetic.yaml"
 # it off the metrics; the `gpu` profile runs the configuration's full length (150 steps
 # of 16 prompts, 500 held-out problems). A short run of one seed cannot rank two
 # settings a few points apart, so every comparison also comes with two seeds per
-# setting, shown as the mean of the seeds and their range: from committed
-# full-length runs, or, for the cheap runs on easy prompts, from a second seed
+# setting, shown as the mean of the seeds and their range: from full-length runs
+# stored in `data/runs/`, or, for the cheap runs on easy prompts, from a second seed
 # trained here. Sizes come from `P.pick`:
 
 # %%
@@ -314,10 +314,10 @@ say(f"Of {len(paid)} sampled completions, the grader pays {paid.mean():.1%} and 
     f"text.")
 
 # %% [markdown]
-# The committed runs train chapter 7's configuration with this grader in place of
-# `accuracy_reward` (reward = grader + 0.1 · format), 150 steps, two seeds, one torch
-# thread each; the commands are in each run's `README.md`. The trainer logs the
-# grader's mean, which is rewarded, and the strict accuracy of the same sampled
+# The runs stored in `data/runs/` train chapter 7's configuration with this grader in
+# place of `accuracy_reward` (reward = grader + 0.1 · format), 150 steps, two seeds,
+# one torch thread each; the commands are in each run's `README.md`. The trainer logs
+# the grader's mean, which is rewarded, and the strict accuracy of the same sampled
 # completions, which is not. The gap between the two is the share of completions paid
 # for a wrong answer. The comparison is the pair of full-length `grpo` runs of chapter
 # 8, identical except for the grader (`accuracy_reward`).
@@ -328,7 +328,7 @@ RUNS = REPO / "data" / "runs"
 
 
 def run_metrics(stem):
-    """(metrics, held-out evaluations by step) of the committed runs, seeds 0, 1."""
+    """(metrics, held-out evaluations by step) of the stored runs, seeds 0, 1."""
     return [(run.metrics, run.evals) for run in load_seeds(stem)]
 
 
@@ -742,18 +742,18 @@ for text in cd_last["completion"].head(3):
 #
 # How strongly does the penalty hold the policy? Take one token $o_t$ of one
 # completion, on the one pass over its batch ($\mu = 1$), and follow the loss as a
-# function of that token's log-probability $s = \log\pi_\theta(o_t)$, everything else
+# function of that token's log-probability $x = \log\pi_\theta(o_t)$, everything else
 # fixed. (The real update moves weights that every token shares; this is the pull on
 # one token.) With the notation of the {ref}`notation` page, the reference log-ratio
-# is $\delta = s - \log\pi_{\mathrm{ref}}(o_t)$ and the per-token $k_3$ is
-# $e^{-\delta} + \delta - 1$. The policy ratio is $\rho = e^{s - \operatorname{sg}[s]}$,
+# is $\delta = x - \log\pi_{\mathrm{ref}}(o_t)$ and the per-token $k_3$ is
+# $e^{-\delta} + \delta - 1$. The policy ratio is $\rho = e^{x - \operatorname{sg}[x]}$,
 # with $\operatorname{sg}$ the stop-gradient: its value is 1 and its derivative with
-# respect to $s$ is $\rho = 1$, so the clipped surrogate $-\rho\hat A$ contributes
-# $-\hat A$ to $\partial\ell/\partial s$ (the clip does not act at $\rho = 1$). The
+# respect to $x$ is $\rho = 1$, so the clipped surrogate $-\rho\hat A$ contributes
+# $-\hat A$ to $\partial\ell/\partial x$ (the clip does not act at $\rho = 1$). The
 # per-token loss that `policy_loss` adds up is
 #
 # $$
-# \ell(s) = -\rho\,\hat A + \beta\,\rho^{c}\,k_3(\delta),
+# \ell(x) = -\rho\,\hat A + \beta\,\rho^{c}\,k_3(\delta),
 # $$
 #
 # where $c = 0$ is DeepSeekMath's penalty as written (`use_bias_correction_kl=False`)
@@ -761,18 +761,18 @@ for text in cd_last["completion"].head(3):
 # of the trainer and of TRL 1.16; {ref}`ch02-kl-gradient` shows that this turns the
 # penalty's gradient into that of the reverse KL). The aggregation only multiplies
 # $\ell$ by a positive weight, so it changes no sign. With
-# $\partial k_3/\partial s = 1 - e^{-\delta}$ and $\rho = 1$:
+# $\partial k_3/\partial x = 1 - e^{-\delta}$ and $\rho = 1$:
 #
 # $$
-# \frac{\partial \ell}{\partial s} = -\hat A + \beta\,(1 - e^{-\delta}) \quad (c = 0),
+# \frac{\partial \ell}{\partial x} = -\hat A + \beta\,(1 - e^{-\delta}) \quad (c = 0),
 # \qquad
-# \frac{\partial \ell}{\partial s} = -\hat A + \beta\,(k_3 + 1 - e^{-\delta})
+# \frac{\partial \ell}{\partial x} = -\hat A + \beta\,(k_3 + 1 - e^{-\delta})
 #   = -\hat A + \beta\,\delta \quad (c = 1).
 # $$
 #
-# Gradient descent moves $s$ against this derivative: up while it is negative, down
+# Gradient descent moves $x$ against this derivative: up while it is negative, down
 # while it is positive, and a token stops where it vanishes, its balance point
-# $\delta^*$. The advantage pushes $s$ with a constant force $\hat A$; the penalty
+# $\delta^*$. The advantage pushes $x$ with a constant force $\hat A$; the penalty
 # pulls back with $\beta(1 - e^{-\delta})$ or $\beta\delta$, which is zero where the
 # policy starts ($\delta = 0$) and agrees to first order near it. Far from it the two
 # differ:
@@ -788,7 +788,7 @@ for text in cd_last["completion"].head(3):
 #   directions, and the balance is at $\delta^* = \hat A/\beta$.
 #
 # Autograd on `policy_loss` itself checks both. For a single token (with
-# $\log\pi_{\mathrm{ref}} = 0$, so that $s = \delta$), find where the gradient
+# $\log\pi_{\mathrm{ref}} = 0$, so that $x = \delta$), find where the gradient
 # vanishes by bisection on its sign, and compare with the closed forms:
 
 # %%
@@ -981,7 +981,7 @@ say(f"Held-out strict accuracy: base model {base_eval['strict_acc']:.3f}; " + ",
 
 # %% [markdown]
 # Those are one short run per $\beta$. Two seeds of the full-length configuration
-# (150 steps of 16 prompts) at $\beta$ = 0.5 and 5 are committed next to chapter 8's
+# (150 steps of 16 prompts) at $\beta$ = 0.5 and 5 are stored next to chapter 8's
 # pairs at $\beta$ = 0 and 0.04, each with the command in its `README.md`. Each cell
 # is the mean of two seeds and their range. The $k_3$ to the base model needs the
 # trained weights, which these runs do not keep, so the logged `kl` of the last 25
@@ -1045,7 +1045,7 @@ say(f"The base model: held-out strict {base_row['strict_acc']:.3f}, format "
 # The trainer logs the share of such groups as `zero_std_frac`. Groups go dead when
 # the prompts are too easy (all right) or too hard (all wrong) for the current
 # policy. To see it, build a set of prompts that are easy *for this model*: sample 8
-# completions at $T = 1$ from the base model for each of the first training problems
+# completions at $\tau = 1$ from the base model for each of the first training problems
 # and keep the problems where all 8 earn the full reward (right and well formatted).
 
 # %%
@@ -1180,8 +1180,8 @@ say(f"On the easy prompts a share {mean_range(easy['zero_std_frac (all sampled)'
 # concrete: a group of $G$ near-identical completions earns equal rewards, and a
 # group with equal rewards has no advantage and no gradient (the previous section).
 # Chapter 7's configuration shows both: the two full-length `grpo` runs of
-# {doc}`08_loss_variants` (150 steps, seeds 0 and 1), read from their committed
-# metrics.
+# {doc}`08_loss_variants` (150 steps, seeds 0 and 1), read from their metrics stored
+# in `data/runs/`.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1208,7 +1208,8 @@ for seed, (m, _) in enumerate(grpo_runs):
 #   so the logged entropy is that of the tempered distribution: compare its
 #   `zero_std_frac`, not its entropy.
 # * **An entropy bonus** (`entropy_coef=0.02`): the loss becomes
-#   $\mathcal{L} - c \cdot \bar H$, which pushes every token's distribution to spread.
+#   $\mathcal{L} - c_H \cdot \bar H$, with $c_H$ the `entropy_coef`, which pushes
+#   every token's distribution to spread.
 # * **Overlong filtering** (DAPO, `mask_truncated_completions=True`): a completion
 #   cut off at the token limit is graded as a failure although it may have been on its
 #   way to a right answer; the filter drops its tokens from the loss. It matters only
@@ -1217,9 +1218,9 @@ for seed, (m, _) in enumerate(grpo_runs):
 #   75 steps.
 #
 # Each remedy is one change to chapter 7's run, two seeds, 150 steps unless noted, one
-# torch thread per run and two runs at a time on this CPU; the commands are in each
-# run's `README.md`. The held-out columns are the harness at the run's first and last
-# evaluation, at the run's own token limit.
+# torch thread per run and two runs at a time on the machine that trained them; the
+# commands are in each run's `README.md`. The held-out columns are the harness at the
+# run's first and last evaluation, at the run's own token limit.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1306,8 +1307,8 @@ say("Each remedy against its comparison, means of two seeds over the last 25 ste
 #
 # * **Temperature 1.2** is the remedy that kept groups alive here: fewer groups with
 #   equal rewards over the last 25 steps, at a held-out accuracy within a point of
-#   the $T = 1$ runs'. (Its logged entropy is that of the tempered distribution, so it
-#   is higher by construction.)
+#   the $\tau = 1$ runs'. (Its logged entropy is that of the tempered distribution, so
+#   it is higher by construction.)
 # * **The entropy bonus at 0.02** raised the entropy a little and left the share of
 #   groups with equal rewards where it was. Its gradient is small on tokens this
 #   certain; a larger coefficient, with its own seeds, is the next experiment.
@@ -1411,7 +1412,7 @@ say(f"From the first third of the run to the last, `completion_length` goes from
 
 # %% [markdown]
 # One short run again; two seeds of the full-length configuration with the same
-# reward are committed (`ch09_longer_is_better`, 150 steps of 16 prompts, samples
+# reward are stored (`ch09_longer_is_better`, 150 steps of 16 prompts, samples
 # kept every 25 steps), next to chapter 8's `grpo` pair, which rewards accuracy and
 # did not log the trigram share:
 

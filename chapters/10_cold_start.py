@@ -22,8 +22,9 @@
 # model are spent learning *how* to answer (the tags, the order of the steps) before
 # the model can learn what to answer.
 #
-# DeepSeek-R1 is the answer to both. Its pipeline has four stages, and this part of
-# the book builds the first three on the tiny model. **Stage 1**, this chapter, is the
+# DeepSeek-R1 is the answer to both. Its pipeline has four stages: this chapter and
+# the next two build the first three on the tiny model, and {doc}`chapter 13
+# <13_reward_model>` takes up the fourth. **Stage 1**, this chapter, is the
 # **cold start** ({cite}`deepseekai2025r1`, section 2.3.1): before any RL, fine-tune
 # the base model on a small set of good reasoning traces, so that RL starts from a
 # model that already answers in a readable, consistent form. The report says how the
@@ -151,7 +152,10 @@ for _, row in mixed.head(2).iterrows():
 # strong model to write the traces. For arithmetic a program can write them:
 # `annotate` states the rule that fixes the order of the steps, does every step
 # (`a op b = value`, then what remains), stays in English, and ends with a check of
-# the last step by its inverse operation.
+# the last step by its inverse operation. The rule sentence has a flaw: for a product
+# alone (only `*`, no brackets) it is the sentence for + and -, which says nothing
+# about the order of a product. The traces carry this flaw, and the models trained on
+# them repeat it.
 
 # %%
 show_source(annotate)
@@ -224,7 +228,7 @@ print(f"{N_LIVE} questions x 4 samples in {time.perf_counter() - t0:.0f} s")
 live_yields
 
 # %% [markdown]
-# The committed data set `data/cold_start/r1_zero.jsonl` is the same chain on all the
+# The stored data set `data/cold_start/r1_zero.jsonl` is the same chain on all the
 # annotator's questions, made by
 # `python -m grpo_lib.tasks.cold_start r1-zero --model data/models/tiny-qwen2-r1-zero`,
 # which also stored its yield table:
@@ -374,7 +378,7 @@ say(f"Here both are {library.item():.4f} nats per kept token: the base model's "
 # $\eta = 5 \times 10^{-4}$ with a cosine schedule, 3 epochs, seed 0.
 # `configs/cold_start_r1_zero.yaml` is the same file with the other data; since 3
 # epochs of fewer conversations are fewer steps, its run is shorter. The annotator run
-# made `data/models/tiny-qwen2-cold-start`; both runs' logs are committed under
+# made `data/models/tiny-qwen2-cold-start`; both runs' logs are stored under
 # `data/runs/` with their commands:
 
 # %%
@@ -410,7 +414,7 @@ pd.DataFrame(summary).T
 # not the arithmetic. The harness below measures the arithmetic.
 #
 # A short SFT run, live, shows what the model learns first: a fraction of the
-# committed run's 750 steps on the annotator's data, then the harness (`P.pick` sizes
+# logged run's 750 steps on the annotator's data, then the harness (`P.pick` sizes
 # it).
 
 # %%
@@ -451,9 +455,9 @@ say(f"After {LIVE_STEPS} steps the model writes the annotator's form in "
 #
 # The base model, R1-Zero, and the two SFT models, on the same held-out problems
 # (greedy, at most 128 new tokens). The first three are evaluated here, live; the model
-# of source (b) is not committed, so its row is read from the scores its run stored
-# (`data/runs/cold_start_r1_zero_cpu/harness.csv`, the same harness on the first 500
-# problems).
+# of source (b) is not stored in `data/models/`, so its row is read from the scores
+# its run stored (`data/runs/cold_start_r1_zero_cpu/harness.csv`, the same harness on
+# the first 500 problems).
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -556,7 +560,7 @@ for _, row in example.iterrows():
 # from the cold-start model, seeds 0 and 1 each. The cold-start runs get 128
 # completion tokens instead of 96 for their longer traces, and a second pair of
 # cold-start runs uses $\eta = 10^{-4}$. Each run evaluated the held-out problems
-# (500, greedy) as it went; the logs are committed under `data/runs/`, each with its
+# (500, greedy) as it went; the logs are stored under `data/runs/`, each with its
 # command in its `README.md`.
 
 # %%

@@ -29,7 +29,7 @@
 #    on completions you can score by hand;
 # 2. sets it next to the evaluation harness's language-mixed rate, which counts
 #    something different;
-# 3. reads committed runs, two seeds each, with and without the language reward, from
+# 3. reads logged runs, two seeds each, with and without the language reward, from
 #    the cold-start model (R1's order), from the cold-start model on prompts in two
 #    languages, and from the base model (R1-Zero plus the reward): does the mixing go
 #    away, and does the accuracy pay for it?
@@ -1041,11 +1041,13 @@ display(live_table.round(3))
 lt = live_table
 trend = "up from" if lt.loc["accuracy only", "mixed"] > lt.loc["base model", "mixed"] \
     else "against"
-live_se = np.sqrt(lt["strict"].mean() * (1 - lt["strict"].mean()) / N_EVAL)
+trained_acc = lt.loc[list(LIVE), "strict"].mean()
+live_se = np.sqrt(trained_acc * (1 - trained_acc) / N_EVAL)
 say(f"After {STEPS} steps the accuracy-only model mixes in "
     f"{lt.loc['accuracy only', 'mixed']:.3f} of its held-out answers ("
-    f"{lt.loc['accuracy only', 'mixed, with -']:.3f} of those to problems with a "
-    f"subtraction), {trend} the base model's {lt.loc['base model', 'mixed']:.3f}; the "
+    f"{lt.loc['accuracy only', 'mixed, with -']:.3f} of its answers to problems with a "
+    f"subtraction mix, and {lt.loc['accuracy only', 'mixed, without -']:.3f} of the "
+    f"others), {trend} the base model's {lt.loc['base model', 'mixed']:.3f}; the "
     f"summed and GDPO language runs mix in {lt.loc['+ language', 'mixed']:.3f} and "
     f"{lt.loc['+ language, GDPO', 'mixed']:.3f}. The strict accuracies are "
     f"{lt.loc['accuracy only', 'strict']:.3f} (accuracy only), "
@@ -1064,15 +1066,16 @@ say(f"After {STEPS} steps the accuracy-only model mixes in "
 # (ch11-habits)=
 # ## What accuracy-only RL does to a habit
 #
-# Accuracy-only RL raised the mixing from the base model, left it at zero from the
-# cold start, and the short run above spread it again in a few dozen steps. A reward
-# that never looks at the language still moves it, through the advantages. In one
-# group the update is $\sum_i \hat A_i \nabla_\theta \log \pi_\theta(o_i \mid q)$, so
-# the completions $\mathcal H$ that show a habit (here: a Chinese character anywhere)
-# get a net push of $|\mathcal H| \, \bar A_{\mathcal H}$, where $\bar A_{\mathcal H}$
-# is their mean advantage. If it is positive, the habit comes with answers that score
-# above their group and RL spreads it; if it is negative, RL removes the habit by
-# itself; near zero, the habit drifts.
+# From the base model, accuracy-only RL raised the mixing at first in both seeds and
+# then left where it ended up to chance; from the cold start it left it at zero; and
+# the short run above spread it again in a few dozen steps. A reward that never looks
+# at the language still moves it, through the advantages. In one group the update is
+# $\sum_i \hat A_i \nabla_\theta \log \pi_\theta(o_i \mid q)$, so the completions
+# $\mathcal H$ that show a habit (here: a Chinese character anywhere) get a net push
+# of $|\mathcal H| \, \bar A_{\mathcal H}$, where $\bar A_{\mathcal H}$ is their mean
+# advantage. If it is positive, the habit comes with answers that score above their
+# group and RL spreads it; if it is negative, RL removes the habit by itself; near
+# zero, the habit drifts.
 
 # %%
 show_source(habit_advantage)
@@ -1203,7 +1206,7 @@ say("Read as a prediction for accuracy-only RL: " + "; ".join(
 # The table makes a prediction for a start whose sampled answers still mix: from the
 # lighter cold start, accuracy-only RL should lower the mixing without any language
 # reward, and the language reward can only make it go faster. Two seeds each,
-# committed (`ch11_light_*`): the cold-start runs' settings (learning rate
+# stored (`ch11_light_*`): the cold-start runs' settings (learning rate
 # $10^{-4}$, 128 tokens) from the lighter cold start (the checkpoint that the SFT
 # command in `data/runs/cold_start_light_cpu` makes), evaluated every 25 steps, the
 # final checkpoints sampled 4 times on each of the 500 held-out problems as before.
@@ -1313,7 +1316,7 @@ say(f"{self_yield.loc['one_per_question', 'kept']:,} of the "
 # character in a greedy answer, every greedy answer well formatted. Its sampled
 # answers still mix now and then, and those mixed answers are not the worse ones.
 # This is the case the R1 report describes for its own cold-start model, which still
-# drifted into mixed languages during RL. The runs (`ch11_self_*`, committed): chapter
+# drifted into mixed languages during RL. The runs (`ch11_self_*`, stored): chapter
 # 7's configuration from this start, with and without the language reward, two seeds
 # each, evaluated every 25 steps, the final checkpoints sampled 4 times on each of
 # the 500 held-out problems. The figure follows the language reward of the training
@@ -1396,8 +1399,8 @@ say(f"From the self-distilled start (sampled mixing "
 # - Summed with the accuracy reward, it cost several points of held-out accuracy in
 #   both seeds. GDPO's normalise-then-sum removed the mixing as fast and cost much
 #   less: summing first gives a small-scale reward full-size advantages wherever the
-#   big reward is constant and none where it varies; normalising first gives it its
-#   weight everywhere, noise included.
+#   big reward is constant and almost none where it varies; normalising first gives
+#   it its weight everywhere, noise included.
 # - A reward that never looks at a habit still moves it, by the habit's mean
 #   advantage: up where it comes with right answers (Chinese connectives in the base
 #   model), down where it comes with wrong ones (after the cold start). From a lighter

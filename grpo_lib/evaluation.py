@@ -151,8 +151,8 @@ def summarize_scores(scores: pd.DataFrame, k: int = 1) -> dict[str, float]:
 def answer_entropy(answers: Sequence[Any]) -> float:
     r"""Shannon entropy, in bits, of the answers within one group.
 
-    .. math:: H = -\sum_a \hat p_a \log_2 \hat p_a, \qquad
-       \hat p_a = \frac{\#\{i : \hat a_i = a\}}{G}
+    .. math:: H = -\sum_a \hat q_a \log_2 \hat q_a, \qquad
+       \hat q_a = \frac{\#\{i : \hat a_i = a\}}{G}
 
     ``None`` (no parsable answer) counts as one more answer value. ``0`` when all ``G``
     answers agree; ``log2(G)`` when all differ. ``["14", "14", "20", None]`` gives

@@ -201,8 +201,8 @@ def cispo_token_loss(
     .. math:: \\ell_{i,t} = -\\,\\mathrm{sg}\\big(\\min(\\rho_{i,t},
               \\varepsilon_{\\max})\\big)\\, A_i \\log\\pi_\\theta(o_{i,t})
 
-    PPO's clip zeroes the gradient of a token whose ratio left the range; CISPO keeps
-    every token's gradient and only caps its weight (MiniMax-M1, 2025, sec. 3.1).
+    PPO's clip zeroes a token's gradient once its ratio leaves the range on its
+    advantage's side; CISPO keeps all gradients, caps the weight (MiniMax-M1, sec. 3.1).
     ``ratio`` ``[B, T]`` or ``[B, 1]``, ``advantages`` ``[B, 1]`` or ``[B, T]``.
     """
     weight = torch.clamp(ratio, max=epsilon_max).detach()  # [B, T] or [B, 1]
