@@ -837,7 +837,7 @@ for adv, beta in [(-1.0, 0.04), (0.02, 0.04), (1.0, 0.04), (-1.0, 0.5), (1.0, 0.
 grid = np.linspace(-40, 40, 801)
 for adv, beta in [(1.0, 0.04), (0.1, 0.04), (1.0, 0.5)]:
     worst = max(token_grad(d, adv, beta, corrected=False) for d in grid)
-    print(f"A = {adv:.2f}, beta = {beta:.2f}: largest dl/ds on the grid "
+    print(f"A = {adv:.2f}, beta = {beta:.2f}: largest dl/dx on the grid "
           f"{worst:+.4f}, -(A - beta) = {-(adv - beta):+.4f}")
 
 # %% [markdown]

@@ -68,6 +68,7 @@ from grpo_lib.qwen2 import (DecoderLayer, Qwen2, Qwen2Settings, StaticKVCache,
                             training_memory)
 from grpo_lib.sampling import (cache_kwarg, generate, resolve_stop_token_ids,
                                tokenize_prompts)
+from grpo_lib.speed import sync
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR
 
@@ -648,12 +649,10 @@ contenders = {
 def best_seconds(fn, runs):
     times = []
     for _ in range(runs):
-        if P.device == "cuda":
-            torch.cuda.synchronize()
+        sync(P.device)  # a GPU's queued work is done before the clock is read
         start = time.perf_counter()
         fn()
-        if P.device == "cuda":
-            torch.cuda.synchronize()
+        sync(P.device)
         times.append(time.perf_counter() - start)
     return min(times)
 
