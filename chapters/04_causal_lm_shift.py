@@ -363,7 +363,7 @@ chat = [{"role": "system", "content": "Answer briefly."},
         {"role": "assistant", "content": "<answer> 14 </answer>"},
         {"role": "user", "content": "And 2 * 3?"},
         {"role": "assistant", "content": "<answer> 6 </answer>"}]
-chat_ids, chat_mask = assistant_mask(tokenizer, chat)  # [T], [T]
+chat_ids, chat_mask = assistant_mask(tokenizer, chat)  # [L], [L]
 shown = []
 for token, m in zip(tokenizer.convert_ids_to_tokens(chat_ids), chat_mask.tolist()):
     token = token.replace("Ġ", "·").replace("Ċ", "\\n")
@@ -381,10 +381,10 @@ print(f"\n{int(chat_mask.sum())} of {len(chat_ids)} tokens are targets")
 # scored by the logits at $t-1$, so the mask is read from position 1 on):
 
 # %%
-chat_labels = torch.where(chat_mask.bool(), chat_ids, -100)  # [T]
+chat_labels = torch.where(chat_mask.bool(), chat_ids, -100)  # [L]
 with torch.no_grad():
     out = model(input_ids=chat_ids[None], labels=chat_labels[None])
-token_logp = selective_log_softmax(out.logits[0, :-1], chat_ids[1:])  # [T-1]
+token_logp = selective_log_softmax(out.logits[0, :-1], chat_ids[1:])  # [L-1]
 targets = chat_mask[1:].bool()  # the shift: position t-1 predicts token t
 manual = -token_logp[targets].mean()
 print(f"HF loss with labels = ids where mask: {out.loss.item():.6f}")
@@ -737,8 +737,8 @@ except NotImplementedError:
     print("Not implemented yet: which logits row scores input_ids[:, prompt_len]?")
 
 # %% [markdown]
-# **4.2 — Position ids.** Given a left-padded `attention_mask` `[B, T]` (1 = real
-# token), return position ids `[B, T]` such that each row's first real token is at
+# **4.2 — Position ids.** Given a left-padded `attention_mask` `[B, L]` (1 = real
+# token), return position ids `[B, L]` such that each row's first real token is at
 # position 0. (What value padding gets does not matter; the checker ignores it.)
 
 # %%
@@ -753,8 +753,8 @@ except NotImplementedError:
     print("Not implemented yet: how many real tokens come before each position?")
 
 # %% [markdown]
-# **4.3 — SFT labels.** Given one conversation's `input_ids` `[T]` and its assistant
-# `mask` `[T]` (from `assistant_mask`), return the `labels` `[T]` to pass to a Hugging
+# **4.3 — SFT labels.** Given one conversation's `input_ids` `[L]` and its assistant
+# `mask` `[L]` (from `assistant_mask`), return the `labels` `[L]` to pass to a Hugging
 # Face causal LM so that its loss covers exactly the assistant tokens.
 
 # %%

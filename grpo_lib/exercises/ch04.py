@@ -46,7 +46,7 @@ def check_completion_logprobs(fn) -> bool:
 
 
 def check_position_ids(fn) -> bool:
-    """Check ``fn(attention_mask [B, T]) -> position_ids [B, T]`` for left padding.
+    """Check ``fn(attention_mask [B, L]) -> position_ids [B, L]`` for left padding.
 
     Only positions of real tokens are checked (padding is masked out anyway).
     """
@@ -73,7 +73,7 @@ def check_position_ids(fn) -> bool:
 
 
 def check_sft_labels(fn) -> bool:
-    """Check ``fn(input_ids [T], mask [T]) -> labels [T]`` for a Hugging Face causal LM.
+    """Check ``fn(input_ids [L], mask [L]) -> labels [L]`` for a Hugging Face causal LM.
 
     HF's loss shifts the labels itself (``logits[:-1]`` against ``labels[1:]``), so the
     labels are the input ids with -100 wherever the mask is 0 — no manual shift.
