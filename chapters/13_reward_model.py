@@ -144,7 +144,7 @@ show_source(preference_pairs, docstring=False, start="utility = rule_utility",
 # The answers come from the base model itself, the policy that RL will start from:
 # four samples at temperature 1 for each of the first 2,000 training problems, and
 # for the first 500 held-out problems, the held-out pairs. The command that made the
-# committed reward model wrote its pairs beside it:
+# book's reward model (`data/models/tiny-qwen2-reward-model`) wrote its pairs beside it:
 
 # %%
 pairs = {split: pd.read_json(RM_DIR / f"pairs_{split}.jsonl.gz", lines=True)
@@ -194,7 +194,7 @@ show_source(RewardModel.forward)
 # Training is plain supervised learning on the pairs: each step scores 32 chosen and
 # 32 rejected answers in one batch and takes an AdamW step on the Bradley–Terry loss
 # (`train_reward_model`). The cell below repeats the command's training on the
-# committed pairs, sized by the profile, and prints its time (the 300 steps and their
+# stored pairs, sized by the profile, and prints its time (the 300 steps and their
 # held-out evaluations take a few minutes on a 2-core CPU).
 
 # %%
@@ -216,7 +216,7 @@ committed_log = pd.read_csv(RM_DIR / "train_log.csv")
 FLIP = 1 - train_pairs["agrees"].mean()
 fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.0), constrained_layout=True)
 axes[0].plot(committed_log["step"], committed_log["loss"].rolling(20, 1).mean(),
-             color="0.6", lw=3, label="the committed model's run")
+             color="0.6", lw=3, label="the stored model's run")
 axes[0].plot(live_log["step"], live_log["loss"].rolling(20, 1).mean(), color="C0",
              lw=1, label="this run")
 axes[0].axhline(-(1 - FLIP) * np.log(1 - FLIP) - FLIP * np.log(FLIP), color="k",
@@ -235,7 +235,7 @@ axes[1].legend(fontsize=8, loc="lower right")
 plt.show()
 same = min(len(live_log), len(committed_log))
 gap = (live_log["loss"].head(same) - committed_log["loss"].head(same)).abs().max()
-print(f"largest difference between this run's losses and the committed run's: "
+print(f"largest difference between this run's losses and the stored run's: "
       f"{gap:.2g}")
 
 # %% [markdown]
@@ -260,7 +260,7 @@ ranking = pd.DataFrame(by_kind).T.rename(columns={
 ranking.insert(0, "pairs", [int((pair_kind(test_pairs) == k).sum()) if k != "all"
                             else len(test_pairs) for k in ranking.index])
 display(ranking)
-say(f"On the {len(test_pairs):,} held-out pairs the committed reward model ranks a "
+say(f"On the {len(test_pairs):,} held-out pairs the stored reward model ranks a "
     f"share {by_kind['all']['utility']:.3f} as the hidden utility does "
     f"({by_kind['right vs wrong']['utility']:.3f} of the right-versus-wrong pairs). "
     f"By the usual measure of a reward model, agreement with held-out "

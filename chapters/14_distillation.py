@@ -294,7 +294,7 @@ committed = pd.read_csv(RUNS / "ch14_sft_seed0_cpu" / "metrics.csv")
 live_log = pd.read_csv(f"{live_dir}/metrics.csv")
 fig, ax = plt.subplots(figsize=(7.3, 2.8), constrained_layout=True)
 ax.plot(committed["step"], committed["loss"], color="0.6", lw=1,
-        label=f"the committed run, {len(committed):,} steps "
+        label=f"the stored run, {len(committed):,} steps "
               f"({committed['epoch'].iloc[-1]:.0f} epochs)")
 ax.plot(live_log["step"], live_log["loss"], color="C0", lw=1.5,
         label=f"this run, {len(live_log)} steps")
@@ -307,14 +307,14 @@ plt.show()
 epoch_1 = committed.loc[committed["epoch"] <= 1.0, "loss"]
 say(f"Both runs start from the same base, see the teacher's answers in the same order "
     f"and share the warm-up, so their first steps coincide; the short run's schedule "
-    f"then decays faster. In the committed run the loss falls from "
+    f"then decays faster. In the stored run the loss falls from "
     f"{committed['loss'].iloc[0]:.2f} to {epoch_1.tail(20).mean():.3f} nats per token "
     f"(mean of the last 20 steps) within the first epoch, and to "
     f"{committed['loss'].tail(20).mean():.4f} after the sixth: the teacher's answers "
     f"are nearly word for word predictable once the pattern is learned.")
 
 # %% [markdown]
-# The whole run's student, seed 0's, is committed as `data/models/mini-qwen2-distilled`.
+# The whole run's student, seed 0's, is stored as `data/models/mini-qwen2-distilled`.
 # Here it answers the same held-out problems as the short run did, beside what its run
 # recorded for them:
 
@@ -342,7 +342,7 @@ for k in (0, 1):  # its first two answers, right or wrong
 # (ch14-compare)=
 # ## Distillation against RL on the student
 #
-# The committed runs (`bash scripts/ch14_runs.sh`, two seeds each, one torch thread
+# The stored runs (`bash scripts/ch14_runs.sh`, two seeds each, one torch thread
 # per run on the 2-core CPU) train the same student base five ways:
 #
 # - **RL**: chapter 7's R1-Zero run, unchanged (`configs/r1_zero_arithmetic.yaml`,
@@ -601,7 +601,7 @@ say(f"RL on the student keeps the base's language mixing, even raises it (a shar
 #
 # The teacher is not equally good at every kind of problem. The held-out problems by
 # kind (how many numbers, brackets or not, whether precedence changes the result):
-# the teacher answering here, the students from their committed answers, the mean of
+# the teacher answering here, the students from their stored answers, the mean of
 # two seeds.
 
 # %%

@@ -957,7 +957,7 @@ def ch07_run(path, seed):
 
 
 def run_row(path, seed):
-    """A committed run's final held-out scores and times."""
+    """A stored run's final held-out scores and times."""
     run = load_run(ch07_run(path, seed))
     m = run.metrics
     return {"path": path, "seed": seed, "run": run.name,
