@@ -652,12 +652,14 @@ for (kind, seed), name in SFT_RUNS.items():
     skills = pd.read_csv(RUNS / name / "skills.csv", index_col="skill")["accuracy"]
     comparison.loc[f"{kind}, seed {seed} (logged)", COLUMNS] = \
         pd.concat([harness, skills])[COLUMNS].astype(float)
+short_new = {}  # the 3-epoch runs' skills asked with a new word, read further down
 for kind, name in (("stage 2", "stage2_sft_3ep_cpu"),
                    ("control", "stage2_control_3ep_cpu")):
     harness = pd.read_csv(RUNS / name / "harness.csv", index_col=0).loc["greedy"]
-    skills = pd.read_csv(RUNS / name / "skills.csv", index_col="skill")["accuracy"]
+    skills = pd.read_csv(RUNS / name / "skills.csv", index_col="skill")
+    short_new[kind] = skills["new_words"]
     comparison.loc[f"{kind}, 3 epochs (logged)", COLUMNS] = \
-        pd.concat([harness, skills])[COLUMNS].astype(float)
+        pd.concat([harness, skills["accuracy"]])[COLUMNS].astype(float)
 display(comparison.round(3))
 
 # %% [markdown]
@@ -820,10 +822,6 @@ say(f"Filtering changed held-out strict accuracy by "
     f"question (the table above) they part most on {worst.replace('_', ' ')}: "
     f"{nw[worst]:.2f} for stage 2 against {ctl_worst:.2f} for the control, so there "
     f"{ahead} is {'far ' if abs(ctl_worst - nw[worst]) >= 0.2 else ''}ahead.")
-short_new = {kind: pd.read_csv(RUNS / name / "skills.csv",
-                               index_col="skill")["new_words"]
-             for kind, name in (("stage 2", "stage2_sft_3ep_cpu"),
-                                ("control", "stage2_control_3ep_cpu"))}
 short_gap = (comparison.loc["stage 2, 3 epochs (logged)", "strict_acc"]
              - comparison.loc["control, 3 epochs (logged)", "strict_acc"])
 say(f"The `3 epochs` pair, the same recipe and seed with half the training, is a "

@@ -57,7 +57,7 @@ from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.parsing import has_self_correction
 from grpo_lib.profiles import profile
 from grpo_lib.rewards import process_reward
-from grpo_lib.runs import final_eval, load_seeds
+from grpo_lib.runs import final_eval, load_seeds, mean_range
 from grpo_lib.sampling import generate
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR, evaluate_expression
@@ -823,32 +823,29 @@ one_path = st.loc["rollout_value"]
 votes = st[st.index.str.startswith("verified vote")].sort_values("tokens per problem")
 vote_at_cost = np.interp(kept4["tokens per problem"], votes["tokens per problem"],
                          votes["accuracy"])  # the votes' line, at the tree's cost
-runs = ["run 1", "run 2"]
-ahead = (mcts4[runs] > one_path[runs]).sum()  # runs in which the tree is ahead
-behind = (mcts4[runs] < one_path[runs]).sum()
+run_cols = ["run 1", "run 2"]
+ahead = (mcts4[run_cols] > one_path[run_cols]).sum()  # runs in which the tree is ahead
+behind = (mcts4[run_cols] < one_path[run_cols]).sum()
 apart = round(abs(mcts4["accuracy"] - one_path["accuracy"]) * N_SEARCH)
-gap = kept4[runs] - vote_at_cost  # each run against the votes' line
+gap = kept4[run_cols] - vote_at_cost  # each run against the votes' line
 kept4_vs_vote = ("more" if (gap > 0.02).all() else "less" if (gap < -0.02).all()
                  else "about")
 
 
-def both(row) -> str:
-    return f"{row['accuracy']:.3f} ({row['run 1']:.3f} and {row['run 2']:.3f})"
-
-
 say(f"Each search ran twice, with two sampling seeds; the accuracies are the runs' "
-    f"mean, and each run's in brackets. With about as many sampled continuations as "
-    f"the one-path search ({mcts4['continuations per problem']:.0f} against "
-    f"{one_path['continuations per problem']:.0f}), the tree reaches {both(mcts4)} "
-    f"against {both(one_path)}: "
+    f"mean, and the two runs' range in brackets. With about as many sampled "
+    f"continuations as the one-path search "
+    f"({mcts4['continuations per problem']:.0f} against "
+    f"{one_path['continuations per problem']:.0f}), the tree reaches "
+    f"{mean_range(mcts4[run_cols])} against {mean_range(one_path[run_cols])}: "
     + (f"ahead in both runs, by {apart} of {N_SEARCH} problems on average" if ahead == 2
        else f"behind in both runs, by {apart} of {N_SEARCH} problems on average"
        if behind == 2 else "the runs disagree on which is ahead")
-    + f". With 8 simulations it reaches {both(mcts8)} for "
+    + f". With 8 simulations it reaches {mean_range(mcts8[run_cols])} for "
     f"{mcts8['tokens per problem']:.0f} tokens per problem. Keeping the first "
-    f"verified rollout, it reaches {both(kept4)} with 4 simulations for "
-    f"{kept4['tokens per problem']:.0f} tokens per problem, and "
-    f"{both(kept8)} with 8 for {kept8['tokens per problem']:.0f}: most "
+    f"verified rollout, it reaches {mean_range(kept4[run_cols])} with 4 simulations "
+    f"for {kept4['tokens per problem']:.0f} tokens per problem, and "
+    f"{mean_range(kept8[run_cols])} with 8 for {kept8['tokens per problem']:.0f}: most "
     f"trees stop early. Verified votes of 4, 8 and 16 whole answers reach "
     + ", ".join(f"{a:.3f}" for a in votes["accuracy"])
     + " for " + ", ".join(f"{t:.0f}" for t in votes["tokens per problem"])
@@ -936,8 +933,8 @@ say(f"The value model learned from {len(targets):,} states of "
     f"probability is {va['first steps, same problem']:.3f}, and among second steps "
     "that follow the same first step "
     f"{va['second steps after the same first step']:.3f}. Guiding the tree, it reaches "
-    f"{both(st.loc['MCTS, 4 simulations, learned value'])}, against "
-    f"{both(st.loc['MCTS, 4 simulations'])} with graded rollouts.")
+    f"{mean_range(st.loc['MCTS, 4 simulations, learned value'][run_cols])}, against "
+    f"{mean_range(st.loc['MCTS, 4 simulations'][run_cols])} with graded rollouts.")
 
 # %% [markdown]
 # Where whole answers can be checked, sampling more of them and voting among those
