@@ -152,9 +152,10 @@ pairs = {split: pd.read_json(RM_DIR / f"pairs_{split}.jsonl.gz", lines=True)
 
 
 def pair_kind(table):
-    """'right vs wrong' when the two answers differ in correctness, else 'format'."""
-    gap = (table["chosen_utility"] - table["rejected_utility"]).abs()
-    return np.where(gap >= 1 - 1e-9, "right vs wrong", "format only")
+    """'right vs wrong' when the two answers differ in correctness (utility 1 or
+    more is a right answer), else 'format only'."""
+    return np.where((table["chosen_utility"] >= 1) != (table["rejected_utility"] >= 1),
+                    "right vs wrong", "format only")
 
 
 summary = pd.DataFrame([
@@ -212,10 +213,10 @@ live_log = train_reward_model(live_rm, tokenizer, fit_pairs, steps=STEPS,
 print(f"{STEPS} steps in {time.time() - start:.0f} s on {P.device}")
 
 # %%
-committed_log = pd.read_csv(RM_DIR / "train_log.csv")
+stored_log = pd.read_csv(RM_DIR / "train_log.csv")
 FLIP = 1 - train_pairs["agrees"].mean()
 fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.0), constrained_layout=True)
-axes[0].plot(committed_log["step"], committed_log["loss"].rolling(20, 1).mean(),
+axes[0].plot(stored_log["step"], stored_log["loss"].rolling(20, 1).mean(),
              color="0.6", lw=3, label="the stored model's run")
 axes[0].plot(live_log["step"], live_log["loss"].rolling(20, 1).mean(), color="C0",
              lw=1, label="this run")
@@ -233,8 +234,8 @@ axes[1].set(xlabel="step", ylabel="share of pairs ranked", title="held-out pairs
 axes[0].legend(fontsize=8)
 axes[1].legend(fontsize=8, loc="lower right")
 plt.show()
-same = min(len(live_log), len(committed_log))
-gap = (live_log["loss"].head(same) - committed_log["loss"].head(same)).abs().max()
+same = min(len(live_log), len(stored_log))
+gap = (live_log["loss"].head(same) - stored_log["loss"].head(same)).abs().max()
 print(f"largest difference between this run's losses and the stored run's: "
       f"{gap:.2g}")
 

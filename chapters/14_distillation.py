@@ -150,8 +150,8 @@ say(f"The teacher answers {teacher_card.loc['greedy', 'strict_acc']:.3f} of the 
 #
 # $$
 # \mathcal L_{\mathrm{KD}} = \frac{\tau^2}{N} \sum_{(i,t)}
-#   \mathbb D_{\mathrm{KL}}\big(p_T^{\tau}(\cdot \mid x_{i,<t}) \,\Vert\,
-#   p_S^{\tau}(\cdot \mid x_{i,<t})\big),
+#   \mathbb D_{\mathrm{KL}}\big(p_T^{\tau}(\cdot \mid q_i, o_{i,<t}) \,\Vert\,
+#   p_S^{\tau}(\cdot \mid q_i, o_{i,<t})\big),
 # \qquad p^{\tau} = \mathrm{softmax}(z / \tau),
 # $$
 #
@@ -290,12 +290,12 @@ print(f"{STEPS} steps in {seconds:.0f} s on {P.device}; held-out strict accuracy
       f"{bases.loc['mini-qwen2-base', 'strict_acc']:.3f} on 500)")
 
 # %%
-committed = pd.read_csv(RUNS / "ch14_sft_seed0_cpu" / "metrics.csv")
+stored = pd.read_csv(RUNS / "ch14_sft_seed0_cpu" / "metrics.csv")
 live_log = pd.read_csv(f"{live_dir}/metrics.csv")
 fig, ax = plt.subplots(figsize=(7.3, 2.8), constrained_layout=True)
-ax.plot(committed["step"], committed["loss"], color="0.6", lw=1,
-        label=f"the stored run, {len(committed):,} steps "
-              f"({committed['epoch'].iloc[-1]:.0f} epochs)")
+ax.plot(stored["step"], stored["loss"], color="0.6", lw=1,
+        label=f"the stored run, {len(stored):,} steps "
+              f"({stored['epoch'].iloc[-1]:.0f} epochs)")
 ax.plot(live_log["step"], live_log["loss"], color="C0", lw=1.5,
         label=f"this run, {len(live_log)} steps")
 ax.set(xscale="log", yscale="log", xlabel="step", ylabel="SFT loss (nats per token)",
@@ -304,13 +304,13 @@ ax.legend(fontsize=8)
 plt.show()
 
 # %%
-epoch_1 = committed.loc[committed["epoch"] <= 1.0, "loss"]
+epoch_1 = stored.loc[stored["epoch"] <= 1.0, "loss"]
 say(f"Both runs start from the same base, see the teacher's answers in the same order "
     f"and share the warm-up, so their first steps coincide; the short run's schedule "
     f"then decays faster. In the stored run the loss falls from "
-    f"{committed['loss'].iloc[0]:.2f} to {epoch_1.tail(20).mean():.3f} nats per token "
+    f"{stored['loss'].iloc[0]:.2f} to {epoch_1.tail(20).mean():.3f} nats per token "
     f"(mean of the last 20 steps) within the first epoch, and to "
-    f"{committed['loss'].tail(20).mean():.4f} after the sixth: the teacher's answers "
+    f"{stored['loss'].tail(20).mean():.4f} after the sixth: the teacher's answers "
     f"are nearly word for word predictable once the pattern is learned.")
 
 # %% [markdown]

@@ -255,9 +255,9 @@ say(f"The self-corrections fade: {at_start:.2%} of the base's samples, "
     f"{outcome_curve.iloc[0]:.2%} of the rollouts at step {outcome_curve.index[0]}, "
     f"{late.mean():.2%} over the last {len(late)} logged batches; after step "
     f"{3 * outcome_curve.index[0]} no batch has more than {after.max():.2%} (step "
-    f"{after.idxmax()}: {round(after.max() * 256)} of 256 rollouts). The trained "
-    f"model's held-out samples self-correct "
-    f"{sampled['R1-Zero RL']['self_correction'].mean():.2%} of the time.")
+    f"{after.idxmax()}: {round(after.max() * 256)} of 256 rollouts). The book's "
+    f"R1-Zero model (another run of the same recipe) self-corrects in "
+    f"{sampled['R1-Zero RL']['self_correction'].mean():.2%} of its held-out samples.")
 
 # %% [markdown]
 # The groups explain it. A self-correction is a repair: it starts with the wrong
@@ -276,7 +276,8 @@ say(f"The self-corrections fade: {at_start:.2%} of the base's samples, "
 # If a model will not think longer by itself, it can be made to. *Budget forcing*
 # {cite}`muennighoff2025s1` cuts the answer where the model closes its reasoning,
 # writes "Wait," and lets it continue; s1 gained accuracy on competition math by
-# doing it several times. `force_wait` does it with the book's sampler:
+# doing it several times. `force_wait` does it with the book's sampler (the cell that
+# runs it on three models takes minutes on a CPU):
 
 # %%
 show_source(force_wait, start="rounds, current = []")
@@ -359,15 +360,16 @@ def scaling_curves(s: pd.DataFrame) -> pd.DataFrame:
 
 
 scaling = {name: scaling_curves(s) for name, s in sampled.items()}
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
+# two panels side by side, the third centred below them
+fig = plt.figure(figsize=(7.5, 6.0), layout="constrained")
+panels = fig.subplot_mosaic([[0, 0, 1, 1], [".", 2, 2, "."]])
+axes = [panels[i] for i in range(3)]
 for ax, (name, curve) in zip(axes, scaling.items()):
     for column, style in zip(curve.columns, ("o-", "s--", "^-")):
         ax.plot(curve.index, curve[column], style, label=column)
     ax.set(title=name, xscale="log", xticks=KS, xticklabels=KS, xlabel="samples k",
-           ylim=(0.5, 1.0))
-axes[0].set_ylabel("held-out accuracy")
+           ylabel="held-out accuracy", ylim=(0.5, 1.0))
 axes[0].legend()
-fig.tight_layout()
 plt.show()
 display(pd.concat(scaling, axis=1).loc[[1, 4, 16]])
 
@@ -698,6 +700,9 @@ say(f"A step takes {tokens_per_step:.1f} tokens on average and the vocabulary ha
 # - `rollout_value` grades the whole answer the candidate's own sample goes on to
 #   write: a one-rollout Monte Carlo estimate of where the step leads, which is how
 #   MCTS values a leaf when it has no value model.
+#
+# The searches sample from the model many times over, and so does the value model's
+# fit further on: each of their cells takes minutes on a CPU.
 
 # %%
 show_source(step_value, start="head, kind = _next_step")
@@ -1028,7 +1033,8 @@ try:
     check_first_wrong_step(my_first_wrong_step)
 except NotImplementedError:
     print("Not implemented yet: split the think block into sentences, match "
-          "'a op b = v, now rest', and evaluate both with grpo_lib.safe_math.")
+          "'a op b = v, now rest' (the continuation may read 'now' or '现在', and "
+          "a number may be negative), and evaluate both with grpo_lib.safe_math.")
 
 # %% [markdown]
 # **15.4 — Soft value labels.** `value_targets` labels each state with the grade of

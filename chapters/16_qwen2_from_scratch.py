@@ -17,9 +17,10 @@
 #
 # Every chapter so far has called the model as `transformers.Qwen2ForCausalLM`: a
 # function from token ids to logits that we trusted without reading. That was enough to
-# learn GRPO, but not to make it fast. Most of a GRPO step on a small model is the
-# rollout ({doc}`06_rollouts`), one forward pass per generated token, and the forward
-# pass and its key/value cache are exactly the part we did not own.
+# learn GRPO, but not to make it fast. On a GPU most of a GRPO step on a small model is
+# the rollout ({doc}`06_rollouts`), and on a CPU nearly half: one forward pass per
+# generated token, and the forward pass and its key/value cache are exactly the part
+# we did not own.
 #
 # This chapter writes the Qwen2 decoder {cite}`yang2024qwen2` in plain PyTorch, one
 # short function per block, each next to its formula:
@@ -36,7 +37,8 @@
 # and ends with the **memory arithmetic of training**: what the weights, gradients,
 # Adam states and activations of a GRPO update cost for each model size.
 #
-# The library module is `grpo_lib/qwen2.py`; everything shown below is read from it.
+# The library module is `grpo_lib/qwen2.py`; everything shown below is read from it,
+# except `CPUOffloadAdamW.step`, which comes from `grpo_lib/optim.py`.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -255,8 +257,11 @@ show_source(grouped_query_attention)
 # %% [markdown]
 # `transformers` computes the same formula by default through PyTorch's fused kernel,
 # `F.scaled_dot_product_attention` ("sdpa"), which never writes the `[B, H, T, S]`
-# score matrix to memory. The library has that variant too, `sdpa_attention`; the two
-# differ only in the order of the floating-point sums:
+# score matrix to memory. The library has that variant too, `sdpa_attention`. On every
+# query that may see at least one key, the two differ only in the order of the
+# floating-point sums; a padding query that may see no key gets a uniform average in
+# `grouped_query_attention` but zeros in `sdpa_attention`. No query may see a padding
+# key, so that difference never reaches a real token:
 
 # %%
 g = torch.Generator().manual_seed(1)
@@ -265,9 +270,10 @@ k, v = torch.randn(2, 2, 40, 64, generator=g), torch.randn(2, 2, 40, 64, generat
 mask = torch.ones(2, 40, dtype=torch.long)
 mask[1, :7] = 0  # left padding in row 1
 allowed = attention_allowed(mask, 40)
-gap = (grouped_query_attention(q, k, v, allowed)
-       - sdpa_attention(q, k, v, allowed))[0].abs().max().item()
-print(f"max |eager - sdpa| on row 0: {gap:.1e}")
+sees_a_key = allowed.any(dim=-1, keepdim=True)  # [B, 1, T, 1]
+gap = (grouped_query_attention(q, k, v, allowed) - sdpa_attention(q, k, v, allowed)
+       ).masked_select(sees_a_key).abs().max().item()
+print(f"max |eager - sdpa| over queries that see a key: {gap:.1e}")
 
 # %% [markdown]
 # (ch16-swiglu)=
@@ -297,8 +303,8 @@ for name, s in settings.items():
     print(f"{name:>13}: SwiGLU {mlp / (mlp + attn):.0%} of a layer's matrices")
 
 # %% [markdown]
-# `parameter_count` adds up every term, embeddings and norms included (the last column
-# of the shape table).
+# `parameter_count` adds up every term, embeddings and norms included (the last row of
+# the shape table).
 #
 # (ch16-model)=
 # ## The layer and the model
@@ -713,7 +719,8 @@ say(f"Matrix products (`aten::mm`, `aten::addmm`, `aten::bmm`) take "
 # counts them) has its own fixed cost, so what remains is to do fewer of them
 # (fusing, compiling), to make each cheaper (bfloat16), and on a GPU to replay a
 # whole step as one CUDA graph, which the fixed shapes of this cache allow.
-# {doc}`19_fast_steps` does the first, on a CPU.
+# {doc}`19_fast_steps` does the first, on a CPU, and the last, on a GPU
+# ({ref}`ch19-cuda-graphs`).
 #
 # (ch16-memory)=
 # ## The memory of training
@@ -929,8 +936,9 @@ say("Offloading frees " + ", ".join(f"{share_freed[name]:.1%} ({name})"
 # - Matching `transformers` is a precise test: with the same attention kernel the
 #   logits agree to the last bit, and any real mistake shows up orders of magnitude
 #   above round-off.
-# - A static KV cache preallocates one buffer per layer and writes in place; its greedy
-#   tokens equal `generate`'s, and its fixed shapes are what later optimisations need.
+# - A static KV cache preallocates a key and a value buffer per layer and writes in
+#   place; its greedy tokens equal `generate`'s, and its fixed shapes are what later
+#   optimisations need.
 # - Training memory is $16N$ bytes of weights, gradients and Adam states (float32)
 #   plus activations that grow with the micro-batch: mostly the SwiGLU blocks' wide
 #   intermediate tensors and, at Qwen's vocabulary, the logits.

@@ -42,9 +42,9 @@
 #    trained policies' mistakes by problem size, and a longer token budget;
 # 9. **a base that aims**: two corpora whose attempts aim at the target, and how
 #    much of the aim the models learn;
-# 10. **aiming in writing**: a corpus that works out every operator of the last
-#     step, its base on a CPU, a second round, one longer schedule on a GPU, larger
-#     groups and no KL anchor;
+# 10. **aiming in writing**: a corpus that tries the operators of the last step in
+#     turn, each worked out, until one hits; its base on a CPU, a second round, one
+#     longer schedule on a GPU, larger groups and no KL anchor;
 # 11. **more tries in the budget**: the same search written in fewer tokens;
 # 12. **a longer budget**: two rounds again with 384 new tokens;
 # 13. **keeping the books**: a corpus that writes the numbers each step leaves;
@@ -343,9 +343,10 @@ print(config_text[config_text.index("model_name_or_path"):
 # weight 0):
 #
 # ```
-# python -m grpo_lib train --config configs/countdown_tiny.yaml --set seed=0 ...
 # python -m grpo_lib train --config configs/countdown_tiny.yaml --set seed=0 \
-#     --set "reward_weights=[1.0, 0.0, 0.0]" ...
+#     --set rollout_engine=transformers ...
+# python -m grpo_lib train --config configs/countdown_tiny.yaml --set seed=0 \
+#     --set rollout_engine=transformers --set "reward_weights=[1.0, 0.0, 0.0]" ...
 # ```
 #
 # A third run pays the answer only at a fifth of the learning rate
@@ -698,8 +699,10 @@ live_metrics = train_from_yaml(CHAIN_CONFIG, [
 # at step 25:
 #
 # ```
-# python -m grpo_lib train --config configs/countdown_chain_tiny.yaml --set seed=0 ...
-# python -m grpo_lib train --config configs/countdown_chain_tiny.yaml --set seed=1 ...
+# python -m grpo_lib train --config configs/countdown_chain_tiny.yaml --set seed=0 \
+#     --set rollout_engine=transformers ...
+# python -m grpo_lib train --config configs/countdown_chain_tiny.yaml --set seed=1 \
+#     --set rollout_engine=transformers ...
 # ```
 
 # %%
@@ -775,18 +778,19 @@ say(f"The chain base copies its problem exactly in "
 # ## A fourth try: all three levers
 #
 # The fourth try pulls the three levers together: a KL penalty toward the chain
-# base with DeepSeekMath's $\beta = 0.04$ (chapter 8), a third of the learning rate
-# (1e-4), and DAPO's dynamic sampling (chapter 9). Dynamic sampling drops every
-# group whose answers all score the same and samples more prompts, up to three
-# extra rounds per step, until 16 groups that carry a signal fill the batch. Every
-# rollout of these runs, the extra ones included, comes from the fast engine of
-# chapter 19 (`rollout_engine=fast`), which draws from the same distribution as the
-# model it serves. Two seeds of 100 steps, one torch thread each, two at a time:
+# base with DeepSeekMath's $\beta = 0.04$ {cite}`shao2024deepseekmath` (chapter 8),
+# a third of the learning rate (1e-4), and DAPO's dynamic sampling
+# {cite}`yu2025dapo` (chapter 9). Dynamic sampling drops every group whose answers
+# all score the same and samples more prompts, up to three extra rounds per step,
+# until 16 groups that carry a signal fill the batch. Every rollout of these runs,
+# the extra ones included, comes from the fast engine of chapter 19
+# (`rollout_engine=fast`), which draws from the same distribution as the model it
+# serves. Two seeds of 100 steps, one torch thread each, two at a time:
 #
 # ```
 # python -m grpo_lib train --config configs/countdown_chain_tiny.yaml --set seed=0 \
 #     --set beta=0.04 --set learning_rate=1e-4 --set dynamic_sampling=true \
-#     --set rollout_engine=fast
+#     --set rollout_engine=fast --set rollout_sampler=inverse_cdf
 # ```
 
 # %%
@@ -1066,7 +1070,7 @@ print(ceiling.to_string(float_format=lambda v: f"{v:.3f}"))
 # was, then trained with the fourth try's levers at twice its learning rate (2e-4),
 # two seeds each. They ran on an H100 (`scripts/countdown_bases_gpu.sh`), where the
 # fast engine draws by inverse CDF and replays each decode step as one CUDA graph.
-# The chain base's runs at 2e-4 ran on this book's CPU, drawing by inverse CDF
+# The chain base's runs at 2e-4 ran on a 2-core CPU, drawing by inverse CDF
 # too, from another random stream. Every model gets the
 # held-out protocol above.
 # The table also reads the traces: among the attempts whose last step could reach
@@ -1166,10 +1170,10 @@ say(f"After GRPO the chain policies answer {ends['chain']:.3f} sampled, the aime
     + (f"; so the larger rise of the {' and '.join(level)} base comes from its "
        f"lower start" if level else "")
     + f". Each base was scored on the device its runs used, an H100 for the new "
-    f"bases and this book's CPU for the chain base. The rises differ by "
+    f"bases and a 2-core CPU for the chain base. The rises differ by "
     f"{extra.abs().max():.1f} points or less, comparable to the noise in such "
     f"scores: the spelled base of the next section answers {spelled_on[0]:.3f} on "
-    f"this CPU and "
+    f"the CPU and "
     f"{spelled_on[1]:.3f} on an H200, and the two seeds of one base end up to "
     f"{seed_gap:.1f} points apart.")
 
@@ -1201,7 +1205,7 @@ show_source(spelled_attempt, docstring=False)
 # %% [markdown]
 # A base was pretrained on this corpus exactly as the chain base was, then trained
 # with the levers of the runs above (the worked-answer reward, KL 0.04 toward the
-# base, learning rate 2e-4, dynamic sampling, 100 steps), two seeds, on this book's
+# base, learning rate 2e-4, dynamic sampling, 100 steps), two seeds, on a 2-core
 # CPU. The table puts it beside the chain and aimed bases: the search's ceiling,
 # held-out sampled success, the aim read from the traces, and the steps each answer
 # works out.
@@ -1384,7 +1388,7 @@ say(f"The runs stopped at steps {stopped[0]}-{stopped[-1]}. At step 100 the sing
     f"schedule at 2e-4 answers "
     f"{mean_range(long_table.loc['lr 2e-4', 'step 100'].tolist())} sampled, "
     f"{long_table.loc['lr 2e-4', 'rise (points)'].mean():.1f} points above the base "
-    f"as this GPU samples it ({long_table['base'].iloc[0]:.3f}); the first CPU round, "
+    f"as the H200 samples it ({long_table['base'].iloc[0]:.3f}); the first CPU round, "
     f"its learning rate decayed to zero by step 100, rose "
     f"{first_rise:.1f}. At 4e-4: "
     f"{mean_range(long_table.loc['lr 4e-4', 'step 100'].tolist())}, lower. Over "
@@ -1543,7 +1547,7 @@ print(ceilings_written.to_string(float_format=lambda v: f"{v:.3f}"))
 
 # %% [markdown]
 # The compact base was pretrained exactly as the spelled one was, then trained with
-# the first round's settings, two seeds, on this book's CPU. Beside the held-out
+# the first round's settings, two seeds, on a 2-core CPU. Beside the held-out
 # success, the table counts the attempts that combine exactly the problem's
 # numbers: an attempt that reuses a number, or brings one the problem does not
 # have, cannot be the answer however well it aims. The library's `attempt_numbers`
@@ -1619,26 +1623,24 @@ say(f"Written compactly, the flawless search answers "
 # practice. The compact base, pretrained on as many documents, combines exactly the
 # problem's numbers in far fewer of its attempts: it reuses a number, or brings one
 # the problem does not have, and such an attempt cannot be the answer however well
-# its last step aims. In the spelled writing a number is the same tokens wherever
-# it appears, in the prompt, in the trace's copy of the problem and in every step:
-# a space, then its digits. Written as `13+14`, the `14` follows an operator
-# instead, and the step no longer repeats the copy token for token. Our reading of
-# the table is that a model of this size keeps track of its numbers by that
-# repetition; these runs show the effect, not the mechanism. With fewer right
-# answers in its groups, GRPO has less to pay for, and one round gains far fewer
-# points than from the spelled base. Nor does it repair the bookkeeping: the round
-# that raises the spelled policy's share of attempts with the right numbers lowers
-# the compact policy's. To this tokenizer the spaces are not padding:
-# a corpus for a tiny model should write what the model must copy the same way
-# every time.
+# its last step aims. In the spelled writing a number is the same tokens in the trace's
+# copy of the problem and in every step: a space, then its digits. Written as `13+14`,
+# the `14` follows an operator instead, and the step no longer repeats the copy token
+# for token. Our reading of the table is that a model of this size keeps track of its
+# numbers by that repetition; these runs show the effect, not the mechanism. With fewer
+# right answers in its groups, GRPO has less to pay for, and one round gains far fewer
+# points than from the spelled base. Nor does it repair the bookkeeping: the round that
+# raises the spelled policy's share of attempts with the right numbers lowers the
+# compact policy's. To this tokenizer the spaces are not padding: a corpus for a tiny
+# model should write what the model must copy the same way every time.
 
 # %% [markdown]
 # ## A longer budget
 #
 # The other way to let four numbers finish is a larger budget. At 512 tokens the
-# chain base gained nothing, because its pretraining traces end before the extra
-# room. The spelled traces are longer: an attempt that misses writes up to four
-# last steps. The corpus's response lengths, and the flawless spelled search
+# chain base gained under a point, because its pretraining traces end before the
+# extra room. The spelled traces are longer: an attempt that misses writes up to
+# four last steps. The corpus's response lengths, and the flawless spelled search
 # within 256 and 384 tokens:
 
 # %%
@@ -1660,7 +1662,7 @@ print(ceilings_budget.to_string(float_format=lambda v: f"{v:.3f}"))
 # %% [markdown]
 # So the spelled base has seen searches that need more than 256 tokens. The two
 # rounds ran again with one change: the policy writes up to 384 new tokens
-# (`max_completion_length=384`), two seeds on this book's CPU. The held-out
+# (`max_completion_length=384`), two seeds on a 2-core CPU. The held-out
 # protocol, the base's evaluation included, uses the same 384 tokens, so each rise
 # is measured under the budget the policy had.
 
@@ -1806,7 +1808,7 @@ print(ceilings_budget.to_string(float_format=lambda v: f"{v:.3f}"))
 # The books cost tokens, so the flawless search answers fewer problems within 384
 # tokens. The ledger base was pretrained with the spelled base's command (only
 # `--countdown-mix ledger` differs). Then it had one round of GRPO with the settings
-# of the 384-token spelled runs, two seeds on this book's CPU, and this chapter's
+# of the 384-token spelled runs, two seeds on a 2-core CPU, and this chapter's
 # held-out protocol at 384 tokens:
 
 # %%
@@ -1984,7 +1986,7 @@ for trace in (opening + missed + hits, opening + missed + missed + hits):
 # `algorithm.filter_groups.metric`). Here it is the worked-answer reward, so the
 # round keeps the groups the spelled round kept, and within them an answer that
 # repeats earns less than one that does not, right or wrong. Everything else is the
-# spelled base's first round at 256 tokens, two seeds on this book's CPU:
+# spelled base's first round at 256 tokens, two seeds on a 2-core CPU:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -2019,8 +2021,9 @@ def plot_training_success(ax, arms, title):
 
 
 fig, ax = plt.subplots(figsize=(7.3, 3.4))
-plot_training_success(ax, (("answer reward", "C0", spelled_runs),
-                           ("answer reward + 0.5 x repeat penalty", "C3", repeat_runs)),
+plot_training_success(ax, (("worked-answer reward", "C0", spelled_runs),
+                           ("worked-answer reward + 0.5 x repeat penalty", "C3",
+                            repeat_runs)),
                       "The spelled base's first round, with and without the penalty")
 fig.tight_layout()
 plt.show()
@@ -2133,7 +2136,7 @@ print(soundness.to_string(float_format=lambda v: f"{v:.3f}"))
 # reward, so a right answer earns up to 1.5 and a wrong one at most 0.5.
 # Dynamic sampling keeps the groups whose *total* reward varies, which is nearly every
 # group now, four-number ones included. Everything else is the chain base's round at
-# the learning rate of the aiming section (2e-4), two seeds on this book's CPU:
+# the learning rate of the aiming section (2e-4), two seeds on a 2-core CPU:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -2149,14 +2152,14 @@ sound_sizes = pd.DataFrame({
 print("held-out sampled success by problem size, answers cut off and answers that "
       "repeat an attempt (step 100: mean of two seeds)")
 print(sound_sizes.to_string(float_format=lambda v: f"{v:.3f}"))
-sound_rise = pd.concat({"answer reward, lr 2e-4": rise_by_seed(aimers["chain"]),
+sound_rise = pd.concat({"worked-answer reward, lr 2e-4": rise_by_seed(aimers["chain"]),
                         "+ 0.5 x sound work": rise_by_seed(sound_runs)}, axis=1)
 print("rise from the chain base after one round (points)")
 print(sound_rise.to_string(float_format=lambda v: f"{v:.1f}"))
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.4))
-plot_training_success(axes[0], (("answer reward", "C0", aimers["chain"]),
+plot_training_success(axes[0], (("worked-answer reward", "C0", aimers["chain"]),
                                 ("+ 0.5 x sound work", "C3", sound_runs)),
                       "The chain base's round at lr 2e-4")
 for i, run in enumerate(sound_runs):
@@ -2208,6 +2211,7 @@ sound_end = [held_out_success(r.name, 100) for r in sound_runs]
 sound_paid = pd.concat([r.metrics["reward/countdown_sound_attempt_reward"]
                         for r in sound_runs], axis=1).mean(axis=1)  # [steps]
 four = searched.xs("4 numbers", level=1)  # [arms, columns]
+worked_rise = sound_rise["worked-answer reward, lr 2e-4"]  # [modes, seeds]
 
 
 def equal_groups(runs):
@@ -2218,12 +2222,11 @@ def equal_groups(runs):
 say(f"With the sound-work reward, one round brings the chain base to "
     f"{mean_range(sound_end)} sampled, "
     f"{mean_range(sound_rise['+ 0.5 x sound work'].loc['sampled'].tolist(), 1)} "
-    f"points above it; with the answer reward alone at the same learning rate, "
-    f"{mean_range(sound_rise['answer reward, lr 2e-4'].loc['sampled'].tolist(), 1)}. "
-    f"Greedy, "
+    f"points above it; with the worked-answer reward alone at the same learning "
+    f"rate, {mean_range(worked_rise.loc['sampled'].tolist(), 1)}. Greedy, "
     f"{mean_range(sound_rise['+ 0.5 x sound work'].loc['greedy'].tolist(), 1)} "
     f"points against "
-    f"{mean_range(sound_rise['answer reward, lr 2e-4'].loc['greedy'].tolist(), 1)}. "
+    f"{mean_range(worked_rise.loc['greedy'].tolist(), 1)}. "
     f"The sound-work reward of the sampled training answers went from "
     f"{sound_paid.head(10).mean():.3f} in the first ten steps to "
     f"{sound_paid.tail(10).mean():.3f} in the last ten (mean of the two seeds). On "
@@ -2238,15 +2241,16 @@ say(f"With the sound-work reward, one round brings the chain base to "
     f"{four.loc['sound work', 'cut off']:.3f} of them are cut off against "
     f"{four.loc['chain base', 'cut off']:.3f}. Sampled groups whose rewards were all "
     f"equal: {equal_groups(sound_runs):.1%}, against "
-    f"{equal_groups(aimers['chain']):.1%} with the answer reward alone.")
+    f"{equal_groups(aimers['chain']):.1%} with the worked-answer reward alone.")
 
 # %% [markdown]
 # The reward got what it pays for, and success did not follow. Answers whose every
 # attempt is sound became several times as common, most of all on four numbers, yet
-# the round rose less than the answer reward alone and greedy success fell. On four
-# numbers, where the sound answers grew most, success ended where the fourth try's
-# did, and so did the share of answers holding a sound attempt that hits the target:
-# keeping every number, paid for directly, did not make the search find the answer.
+# the round rose less than the worked-answer reward alone and greedy success fell.
+# On four numbers, where the sound answers grew most, success ended where the
+# fourth try's did, and so did the share of answers holding a sound attempt that
+# hits the target: keeping every number, paid for directly, did not make the search
+# find the answer.
 #
 # The table also shows how the policy raised its share: it wrote fewer attempts and
 # was cut off far less often. A share does not pay for more attempts, but a response
@@ -2254,8 +2258,8 @@ say(f"With the sound-work reward, one round brings the chain base to "
 # sound; so the share pays for stopping before the budget, and stopping early means
 # searching less. A dense reward measures a precondition of success; the policy can
 # meet it in ways that leave success where it was, and here one of those ways costs
-# search. The answer reward, which pays only for the thing itself, did better with
-# the same base, budget and schedule.
+# search. The worked-answer reward, which pays only for the thing itself, did better
+# with the same base, budget and schedule.
 
 # %% [markdown]
 # ## Learning from its own right answers
@@ -2275,7 +2279,7 @@ say(f"With the sound-work reward, one round brings the chain base to "
 # most 4 per problem (the shortest), and fine-tunes the spelled base on them for two
 # epochs (`configs/countdown_rft.yaml`). The second round samples the round-1 model
 # on the same problems and fine-tunes the base again on both rounds' answers. Two
-# seeds ran on this book's CPU (`scripts/countdown_rft_cpu.sh`). What each filter
+# seeds ran on a 2-core CPU (`scripts/countdown_rft_cpu.sh`). What each filter
 # left:
 
 # %%
@@ -2412,7 +2416,7 @@ say(f"On one {small_info['device']}: pretraining {small_info['wall_time_s']:.0f}
     f"({mean_range([r.metrics['time_step'].sum() for r in small_runs], 0)} s of "
     f"steps). Sampled success {small_from:.3f} -> {mean_range(small_end)}, a rise "
     f"of {mean_range(small_rise, 1)} points: "
-    f"{against_tiny} the tiny model's full {planned}-step round on this book's CPU "
+    f"{against_tiny} the tiny model's full {planned}-step round on a 2-core CPU "
     f"({rise(grpo_end[1])}). Share of groups whose answers all "
     f"score alike, which teach nothing: tiny {teach['tiny']}, small "
     f"{teach['small']}.")
@@ -2530,9 +2534,10 @@ plt.show()
 # reward, the budget or the schedule. The largest rise comes from two rounds at 256
 # tokens; one 200-step schedule read at its step 100, and two rounds at 384 tokens,
 # come next. The corpora that ask the tiny model to keep more on the page (compact,
-# ledger) start lower and rise least, and so do learning from right answers alone
-# and paying for sound work; a GRPO round after learning from right answers ends
-# where a GRPO round from the base ends. On the chain, aimed and lookahead bases
+# ledger) start lowest and rise least. Learning from right answers alone and paying
+# for sound work start from the spelled and chain bases, as other tries do, and rise
+# less than every try but those two; a GRPO round after learning from right answers
+# ends where a GRPO round from the base ends. On the chain, aimed and lookahead bases
 # greedy success fell or stood still while sampled success rose; from the spelled
 # base on, the two rise together.
 # None of the tiny model's tries lifts four-number problems far (the tables by
@@ -2597,7 +2602,8 @@ say(f"The tiny model's highest sampled success after any try is "
 # NBVAL_IGNORE_OUTPUT
 per_step = 16 * 8  # prompts x completions per step
 all_metrics = {**{f"first base, {k}": m for k, m in metrics.items()},
-               **{f"chain base, {k}": m for k, m in chain_metrics.items()}}
+               **{f"chain base, work checked, {k}": m
+                  for k, m in chain_metrics.items()}}
 hacks = {k: (m["reward/countdown_value_only_reward"]
              - m["reward/countdown_answer_reward"]) for k, m in all_metrics.items()}
 fig, ax = plt.subplots(figsize=(6.5, 3.6))
@@ -2675,12 +2681,12 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   aimed search allows; their slightly larger rises come from lower base scores,
 #   measured on another device, and are comparable to the noise in such scores.
 # - Writing the aim out works where a silent aim did not. A base whose traces try
-#   every operator of the last step, each worked out, aims in most attempts. It
-#   starts lower; one round of GRPO gains about as much as on the aimed base, and
-#   a second round, with the KL anchor reset to the first round's policy, gains
-#   more. One longer schedule keeps pace with the rounds; a doubled learning rate
-#   lags, and so does a round without the KL penalty. Four-number problems stay
-#   out of reach in 256 tokens, even with twice as many answers per problem.
+#   the operators of the last step in turn, each worked out, until one hits, aims
+#   in most attempts. It starts lower; one round of GRPO gains about as much as on
+#   the aimed base, and a second round, with the KL anchor reset to the first round's
+#   policy, gains more. One longer schedule keeps pace with the rounds; a doubled
+#   learning rate lags, and so does a round without the KL penalty. Four-number problems
+#   stay out of reach in 256 tokens, even with twice as many answers per problem.
 # - Writing the same search in fewer tokens, without the spaces around operators,
 #   lets a flawless search answer more problems in 256 tokens. The base pretrained
 #   on it keeps track of its numbers worse and answers fewer problems, and GRPO
@@ -2699,9 +2705,10 @@ say(f"Sampled, {hit_wrong[('first base', 'sampled')]:.1%} of the first base's "
 #   where it ended without it.
 # - A reward for sound work, the share of attempts worked right with the given
 #   numbers, gets what it pays for: sound answers became several times as common,
-#   four numbers included. Success rose less than with the answer reward alone: the
-#   policy wrote fewer attempts and was cut off less often, which the share pays
-#   for, and on four numbers it found the answer no more often than before.
+#   four numbers included. Success rose less than with the worked-answer reward
+#   alone: the policy wrote fewer attempts and was cut off less often, which the
+#   share pays for, and on four numbers it found the answer no more often than the
+#   fourth try's policies did.
 # - Fine-tuning the base on its own right answers (RAFT, two rounds) gains less than
 #   half of what two rounds of GRPO gain, in less than half the time: it never
 #   learns from the wrong answers of a group. A GRPO round after it ends about where
@@ -2742,13 +2749,14 @@ except NotImplementedError:
 
 # %% [markdown]
 # **17.2 — A value-only checker.** Write `my_value_only_reward(completion, target)`:
-# 1.0 when the completion's answer block, an expression in numbers, `+ - * /` and
-# parentheses (anything else is not an expression), evaluates to the target, whatever
-# numbers it uses, else 0.0. It must never raise and never hang. Then run it on the
-# answers that `data/runs/ch17_chain_worked_seed0_cpu/samples.jsonl` stores (the
-# chain base's run with the work checked, seed 0, at its last sampled step; the
-# target follows `->` in `question`) and count how many of its payments went to
-# answers with the wrong numbers.
+# 1.0 when the completion's answer block, an expression in whole numbers, `+ - * /`
+# and parentheses (anything else, a decimal included, is not an expression),
+# evaluates to the target, whatever numbers it uses, else 0.0. It must never raise
+# and never hang. Then run it on the answers that
+# `data/runs/ch17_chain_worked_seed0_cpu/samples.jsonl` stores (the chain base's run
+# with the work checked, seed 0, at its last sampled step; the target follows `->`
+# in `question`) and count how many of its payments went to answers with the wrong
+# numbers.
 
 # %%
 def my_value_only_reward(completion, target):

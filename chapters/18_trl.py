@@ -288,10 +288,15 @@ say(f"In {last} steps TRL lifts held-out strict accuracy from "
 # ## Two trainers, two seeds each
 #
 # The full 150-step runs come from the command line, two at a time on a 2-core
-# machine with one torch thread each, with the same configuration:
+# machine with one torch thread each, with the same configuration. Our runs take the
+# library's standard path, in which the `transformers` policy samples its own
+# rollouts (chapter 6's loop), as TRL's trainer does through `transformers`'
+# `generate`. The library's default engine is chapter 19's fast one, so our command
+# names the standard one:
 #
 # ```
-# python -m grpo_lib train     --config configs/r1_zero_arithmetic.yaml --set seed=0 ...
+# python -m grpo_lib train     --config configs/r1_zero_arithmetic.yaml --set seed=0 \
+#                              --set rollout_engine=transformers ...
 # python -m grpo_lib trl-train --config configs/r1_zero_arithmetic.yaml --set seed=0 ...
 # ```
 #

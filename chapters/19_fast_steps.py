@@ -108,11 +108,12 @@ LENGTH = P.pick(smoke=16, cpu=64, gpu=64)
 #
 # A step's arithmetic is almost all matrix products. A forward pass over one token
 # multiplies its activations by every weight matrix once: $2 N_{\mathrm{mm}}$ FLOPs,
-# with $N_{\mathrm{mm}}$ the weights inside matrix products (the output layer
-# included), plus $4 H d$ per query–key pair and layer for attention. The rollout is a
-# prefill over the prompts and then one such token per row per step; the update is a
-# forward and a backward over prompt and completion, about three forwards (the backward
-# computes gradients for the activations and for the weights):
+# with $N_{\mathrm{mm}}$ the weights inside matrix products (the output layer included),
+# plus $4 H d$ per query–key pair and layer for attention ($H$ query heads of width $d$,
+# as in chapter 16). The rollout is a prefill over the prompts and then one such token
+# per row per step; the update is a forward and a backward over prompt and completion,
+# about three forwards (the backward computes gradients for the activations and for the
+# weights):
 
 # %%
 show_source(forward_flops)
@@ -155,6 +156,7 @@ say(f"On this machine the faster dtype for matrix products is **{fast_dtype}**: 
 # The update holds most of the arithmetic. The rollout's share is done one token at a
 # time, in many small steps, and that is where the measurements start.
 #
+# (ch19-calls)=
 # ## Where the time goes
 #
 # A decode step of the tiny model multiplies 64 rows by matrices of 128 to 1,024
@@ -235,10 +237,10 @@ show_source(fuse_weights)
 # %% [markdown]
 # A step is then the layer of chapter 16 written with those matrices. Each matrix sits
 # in a `Projection`, which adds the bias or the residual inside the product that
-# produces it (`addmm(x, a, W)` is $x + aW$; on a CPU it takes another route, which
-# {ref}`ch19-what-is-left` explains). RoPE's angles come from a table indexed by
-# position, and the one new query of each row attends to the cache through two
-# batched matrix products:
+# produces it (`addmm(x, a, W)` is $x + aW$; on a CPU in float32 it may take another
+# route, where that is faster, which {ref}`ch19-what-is-left` explains). RoPE's angles
+# come from a table indexed by position, and the one new query of each row attends to
+# the cache through two batched matrix products:
 
 # %%
 show_source(decode_step, start="for i, w in enumerate(layers)", end="return x @")
@@ -480,9 +482,9 @@ sampler_table
 # once or $G$ times in the update, on the step of the floor above. The reward is the
 # share of digits in a completion (cheap, with variance in every group). Each setting
 # runs 2 warm-up steps and then `MEASURED` steps, in three rounds of all settings one
-# after the other; the table keeps each setting's round with the fastest median step.
-# On a shared virtual machine the same code can run tens of percent slower from one
-# minute to the next, and a slower round is a disturbed one:
+# after the other; the table keeps each setting's round with the fastest median step. On
+# a shared machine the same code can run tens of percent slower from one minute to the
+# next, and a slower round is a disturbed one:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -615,8 +617,8 @@ say(f"The update's products run at {share.iloc[2]:.0%} of the rate of a 1024 × 
     f"the best of 30), a decode step's at {'-'.join(f'{p}%' for p in decode_pct)}. "
     + (f"Packed, the gate/up product runs at {rates.iloc[3]:.0f} GFLOP/s, "
        f"{rates.iloc[3] / rates.iloc[0]:.1f} times its unpacked rate"
-       + (", faster than the 1024 × 1024 product timed the same way. So on "
-          "this CPU that product is not the fastest PyTorch can multiply, and the "
+       + (", faster than the 1024 × 1024 product timed the same way. So here "
+          "that product is not the fastest PyTorch can multiply, and the "
           "float32 floor above is one for `torch.matmul`, not for the machine"
           if share.iloc[3] > 1 else "")
        + ". Whether packing pays depends on the CPU, so the fast step packs a matrix "
@@ -827,11 +829,11 @@ if hf.device.type == "cpu":
         f"{cache_bytes / 2 ** 20:.1f} MB of keys and values, more than {l2}. "
         + ("Inside a step each weight comes from farther away than in the rate "
            f"above, and {1 - 1 / slower:.0%} of the product's time is that trip: "
-           "a floor for the rollout on this CPU would count the bytes it moves, "
+           "a floor for the rollout here would count the bytes it moves, "
            "not its FLOPs alone."
            if slower > 1.2 else
-           "Here the product is about as fast inside a step as alone: this CPU "
-           "keeps the step's data close enough."))
+           "Here the product is about as fast inside a step as alone: this "
+           "machine keeps the step's data close enough."))
 
 # %% [markdown]
 # On a GPU the same loop waits on kernel launches instead, and {ref}`ch19-cuda-graphs`
@@ -839,12 +841,12 @@ if hf.device.type == "cpu":
 #
 # ## Numerics: the sampler's log-probs and the trainer's
 #
-# The sampler and the trainer compute the same log-probabilities with different
-# kernels (one token at a time against the whole sequence), and possibly in another
-# dtype: a fast inference engine in bfloat16 and a trainer in float32 is TRL's
-# situation with vLLM. The tokens are drawn from the sampler's distribution $\mu$, but
-# the loss is written for the trainer's $\pi_{\mathrm{old}}$. TRL corrects that by
-# weighting each token's loss by their ratio, bounded
+# The sampler and the trainer compute the same log-probabilities with different kernels
+# (one token at a time against the whole sequence), and possibly in another dtype: a
+# fast inference engine in bfloat16 and a trainer in float32 is TRL's situation with
+# vLLM. The tokens are drawn from the sampler's distribution $\pi_{\mathrm{sampler}}$,
+# but the loss is written for the trainer's $\pi_{\theta_{\mathrm{old}}}$. TRL corrects
+# that by weighting each token's loss by their ratio, bounded
 # (`vllm_importance_sampling_correction`, on by default with vLLM). The library's
 # version, with TRL's four modes (per token or per completion, clip or drop):
 
@@ -926,18 +928,19 @@ say(f"In float32 the sampler and the trainer differ by at most "
 # permutation test, one piece swapped at a time, and a control on new seeds for the
 # reference itself.
 #
-# Chapter 7's R1-Zero config was run from the command line with `rollout_engine=fast`
-# and `share_group_prompt=true`, seeds 0 to 11, and without them (the standard path) for
-# the same seeds. Seed 0 of the standard path is chapter 7's run with the `transformers`
-# rollout (`ch07_r1_zero_seed0_cpu`, the standard path's rollout), and seed 1 is
-# the accuracy-only run of {doc}`11_language_consistency` (a reward at weight 0 changes
-# nothing in training). Two more runs use the fast rollout but keep the usual update
-# (`noshare`, seeds 2 and 3), to tell the two changes apart. Chapter 7's run is the
-# notebook's own execution, alone on the machine; every other run used one torch thread,
-# two runs at a time, the fast and the standard run of a seed side by side from seed 4
-# on. Seeds 4 to 7 had the machine to themselves, so their times compare directly. The
-# commands are in each folder's `README.md`; the held-out harness is greedy, on the
-# first 500 test problems.
+# Chapter 7's R1-Zero config was run from the command line with `rollout_engine=fast`,
+# `rollout_sampler=inverse_cdf` (the fast engine's draw then) and
+# `share_group_prompt=true`, seeds 0 to 11, and with `rollout_engine=transformers` (the
+# standard path) for the same seeds. Seed 0 of the standard path is chapter 7's run with
+# the `transformers` rollout (`ch07_r1_zero_seed0_cpu`, the standard path's rollout),
+# and seed 1 is the accuracy-only run of {doc}`11_language_consistency` (a reward at
+# weight 0 changes nothing in training). Two more runs use the fast rollout but keep the
+# usual update (`noshare`, seeds 2 and 3), to tell the two changes apart. Chapter 7's
+# run is the notebook's own execution, alone on the machine; every other run used one
+# torch thread, two runs at a time, the fast and the standard run of a seed side by side
+# from seed 4 on. Seeds 4 to 7 had the machine to themselves, so their times compare
+# directly. The commands are in each folder's `README.md`; the held-out harness is
+# greedy, on the first 500 test problems.
 
 # %%
 def ch07_run(path, seed):
@@ -1175,27 +1178,28 @@ say(f"With `torch.multinomial` the fast decode step trains "
     f"seed: the same training accuracy at every step before step "
     f"{ablation['sampler leaves fast at step'].iloc[0]} (seed 0) and "
     f"{ablation['sampler leaves fast at step'].iloc[1]} (seed 7). Both draw from the "
-    f"same random numbers, and only the round-off of the prompt-once update sets them "
-    f"apart. It ends at "
+    f"same random numbers, and only the round-off of the decode step and of the "
+    f"prompt-once update sets them apart. It ends at "
     f"{ablation['strict, sampler'].iloc[0]:.3f} and "
     f"{ablation['strict, sampler'].iloc[1]:.3f}, against the fast runs' "
     f"{ablation['strict, fast'].iloc[0]:.3f} and "
     f"{ablation['strict, fast'].iloc[1]:.3f}.")
 
 # %% [markdown]
-# So the fast decode step is exact where it matters: drawing with `torch.multinomial`
-# it trains the standard run itself. The difference enters with the sampler. Its
+# So the fast decode step is exact where it matters: drawing with `torch.multinomial` it
+# trains the standard run itself. The difference enters with the sampler. Its
 # distribution is the right one, to a total variation of about $10^{-6}$ per token and
 # by the scores of its sampled answers, yet its runs end lower on average and further
-# apart, and the permutation test says that twelve seeds a side rarely look like this
-# by chance. Two draws from the same distribution can still train differently only
-# through which answers they happen to draw, and an R1-Zero run at this learning rate
-# is sensitive to that: seed 7's sampler and fast runs share their random numbers and
-# end far apart once round-off has separated them ({doc}`09_failure_modes`). What in
-# the inverse-CDF stream tips the runs low is not found by these checks. The fast
-# engine offers both draws: `rollout_sampler="inverse_cdf"` (the fastest, with this
-# table) and `rollout_sampler="multinomial"`, the numerics arm above, which trains the
-# standard run token for token and keeps the decode step's share of the speed-up.
+# apart, and the permutation test says that twelve seeds a side rarely look like this by
+# chance. Two draws from the same distribution can still train differently only through
+# which answers they happen to draw, and an R1-Zero run at this learning rate is
+# sensitive to that: seed 7's sampler and fast runs share their random numbers and end
+# far apart once round-off has separated them ({doc}`09_failure_modes`). What in the
+# inverse-CDF stream tips the runs low is not found by these checks. The fast engine
+# offers both draws: `rollout_sampler="inverse_cdf"` (the fastest draw; see the timings
+# in {ref}`ch19-race`) and `rollout_sampler="multinomial"`, the numerics arm above,
+# which trains the standard run token for token and keeps the decode step's share of the
+# speed-up.
 #
 # (ch19-multinomial)=
 # ### The fast path with the standard draw
@@ -1205,7 +1209,7 @@ say(f"With `torch.multinomial` the fast decode step trains "
 # (`ch07_r1_zero_fast_multinomial_seed*_cpu`). Its rollouts follow the standard path
 # token for token until the prompt-once update's round-off separates the runs. If the
 # inverse-CDF draw is what tips the fast runs low, these end where the standard path
-# does. These runs pack the decode step's products where it pays
+# does. These runs pack every float32 product of the decode step
 # ({ref}`ch19-what-is-left`), and ran on another machine of the same kind with
 # bfloat16 hardware, one torch thread each, two seeds at a time:
 
@@ -1290,15 +1294,15 @@ say(seeds_line("With the inverse CDF in float64", f64["strict accuracy"].to_nump
     "the float32 inverse CDF": fast_acc.to_numpy()}))
 
 # %% [markdown]
-# So the fast decode step and the prompt-once update train as well as the standard
-# path, and the inverse-CDF draw looks like the piece that costs accuracy (the last
-# two subsections of this section put that reading to a test it fails). With the race's
-# random source, and in float64, the inverse CDF ends between the two draws, and
-# these seeds cannot tell which one either arm belongs with: the mechanism stays
-# open (exercise 19.4 (d)). What to do meanwhile is clear. The trainer's fast engine
-# draws with `torch.multinomial` by default (`rollout_sampler="multinomial"`), the
-# draw the runs above show to train like the standard path. The inverse CDF stays
-# available for its speed and for the CUDA graph below, which replays only that draw.
+# So the fast decode step and the prompt-once update train as well as the standard path,
+# and the inverse-CDF draw looks like the piece that costs accuracy
+# ({ref}`ch19-other-numbers` below puts that reading to a test it fails). With the
+# race's random source, and in float64, the inverse CDF ends between the two draws, and
+# these seeds cannot tell which one either arm belongs with: the mechanism stays open
+# (exercise 19.4 (d)). What to do meanwhile is clear. The trainer's fast engine draws
+# with `torch.multinomial` by default (`rollout_sampler="multinomial"`), the draw the
+# runs above show to train like the standard path. The inverse CDF stays available for
+# its speed; the CUDA graph below replays it and the multinomial draw.
 
 # %% [markdown]
 # (ch19-packed-update)=
@@ -1338,10 +1342,10 @@ say("The packed runs leave the multinomial runs of their seed at step "
 # ### The race, from uniform numbers
 #
 # `torch.multinomial` does not lay the probabilities end to end. It runs a race: one
-# exponential number $e_v$ per token, and the token with the largest $p_v / e_v$ wins.
-# $e_v / p_v$ is exponential with rate $p_v$, and of independent exponential clocks
-# the one with rate $p_v$ rings first with probability $p_v / \sum_w p_w$, so the
-# race draws token $v$ with probability $p_v$. On this CPU most of the draw's time
+# exponential number $E_v$ per token, and the token with the largest $p_v / E_v$ wins.
+# $E_v / p_v$ is exponential with rate $p_v$, and of independent exponential clocks the
+# one with rate $p_v$ rings first with probability $p_v / \sum_w p_w$, so the race draws
+# token $v$ with probability $p_v$. On a CPU such as this one, most of the draw's time
 # goes into making the exponential numbers (`exponential_`). An exponential number is
 # also $-\log u$ for a uniform $u$, and uniform numbers are cheaper to make. The same
 # race from them:
@@ -1459,7 +1463,7 @@ say(f"On seeds 12 to 23 the standard path ends at "
 # The race from uniform numbers is fast because it makes its exponential numbers
 # another way, and so it draws other tokens. `torch.multinomial`'s numbers can be made
 # faster *without* changing them. On a CPU, `exponential_` computes each
-# $e_v = -\log(1 - u_v)$ from a uniform float64 number $u_v$ of the generator, one
+# $E_v = -\log(1 - u_v)$ from a uniform float64 number $u_v$ of the generator, one
 # entry after another in row order, one number at a time.
 # `torch.rand(..., dtype=torch.float64)` makes the same $u_v$ from the same
 # generator, in a vectorised loop. The same race on the same numbers picks the same
@@ -1536,13 +1540,14 @@ say(f"Here `sample_multinomial` takes {same_us['sample_multinomial']:.0f} µs wh
 # they turn random numbers into a token, and which numbers they turn. With
 # `sample_multinomial` the second can change alone. Arm `stream` of
 # `scripts/fast_path_ablation.py` trains chapter 7's config on the fast path with the
-# trainer's default draw, `torch.multinomial`'s own, and seeds every rollout's
-# generator from another stream: `SeedSequence([seed, step, round, 1])` where the
-# trainer uses `SeedSequence([seed, step, round])`. The prompts come in the same
-# order, and the draw is the standard path's; only the rollouts' random numbers
-# differ. Seeds 0 to 23, on a 2-core Intel machine, two runs at a time with one torch
-# thread each (`ch07_r1_zero_fast_stream_seed*_cpu`), beside the standard path and the
-# race on the same 24 seeds:
+# trainer's default draw, `torch.multinomial`'s own, and seeds every rollout's generator
+# from another stream: `SeedSequence([seed, step, round, 1])` where the trainer uses
+# `SeedSequence([seed, step, round])`. The prompts come in the same order, and the draw
+# is the standard path's; only the rollouts' random numbers differ, and the machine.
+# Seeds 0 to 23, on a 2-core Intel machine (the standard path and the race ran on AMD
+# ones), two runs at a time with one torch thread each
+# (`ch07_r1_zero_fast_stream_seed*_cpu`), beside the standard path and the race on the
+# same 24 seeds:
 
 # %%
 stream = pd.DataFrame([run_row("stream", seed) for seed in range(24)])
@@ -1580,12 +1585,12 @@ say(f"With the standard draw on other numbers the 24 runs end at "
 # %% [markdown]
 # The standard draw fed other random numbers ends where the race ends, below the
 # standard path, and some of its runs fall far, as some of the race's do. So the draw is
-# not the piece that set the standard path's runs apart: their random numbers did.
-# {ref}`ch19-ablation` could not see it, because swapping the sampler swapped the draw
-# and its numbers together, and so did every arm after it. The choice among the three
-# draws does not move training. The fast engine keeps `torch.multinomial`'s draw by
-# default for another reason: its runs repeat the standard path's, which is what lets
-# the book compare the two paths seed by seed.
+# not the piece that set the standard path's runs apart: their random numbers did (or
+# the machines they ran on). {ref}`ch19-ablation` could not see it, because swapping the
+# sampler swapped the draw and its numbers together, and so did every arm after it. The
+# choice among the three draws does not move training. The fast engine keeps
+# `torch.multinomial`'s draw by default for another reason: its runs repeat the standard
+# path's, which is what lets the book compare the two paths seed by seed.
 
 # %% [markdown]
 # Why do the standard path's 24 runs sit high? Either by chance (a run of this config
@@ -1609,7 +1614,7 @@ say(f"On seeds 24 to 35 the trainer's own streams end at {control.min():.3f}–"
 # seeds, and the path. Its runs use the fast engine and compute the prompt once in
 # the update, whose round-off parts them from the standard path's runs after a few
 # dozen steps. The standard path itself on the first eight of those seeds, on a
-# 2-core Intel machine as the control's, one torch thread each, two at a time
+# 2-core Intel machine like the control's, one torch thread each, two at a time
 # (`ch07_r1_zero_standard_seed*_cpu`), tells the seeds from the path:
 
 # %%
@@ -1637,18 +1642,20 @@ say(f"On seeds 24 to 31 the standard path ends at {std_new.min():.3f}–"
     f"shuffles that put the means as far apart: {p_paths:.3f} between the two paths "
     f"on these seeds, {p_seeds:.3f} between the standard path's first 24 runs and "
     f"these. "
-    + ("On the same seeds and machine the two paths end alike, and the standard "
-       "path's own new runs end below its first 24: what set those 24 apart was "
-       "their random numbers (or the machines they ran on), not a better path."
+    + ("On the same seeds, on machines of the same kind, the two paths end alike, "
+       "and the standard path's own new runs end below its first 24: what set those "
+       "24 apart was their random numbers (or the machines they ran on), not a "
+       "better path."
        if p_paths >= 0.1 and p_seeds < 0.1 else
-       "On the same seeds and machine the two paths end alike, but eight new seeds "
-       "of the standard path are not told apart from its first 24 either: these "
-       "runs show no cost of the fast path, and cannot say why the first 24 sat "
-       "high." if p_paths >= 0.1 else
-       "On the same seeds and machine the standard path ends higher: the fast "
-       "path's lower runs are not only the seeds' luck." if std_new.mean()
-       > ctl_new.mean() else
-       "On the same seeds and machine the fast path ends higher."))
+       "On the same seeds, on machines of the same kind, the two paths end alike, "
+       "but eight new seeds of the standard path are not told apart from its first "
+       "24 either: these runs show no cost of the fast path, and cannot say why the "
+       "first 24 sat high." if p_paths >= 0.1 else
+       "On the same seeds, on machines of the same kind, the standard path ends "
+       "higher: the fast path's lower runs are not only the seeds' luck."
+       if std_new.mean() > ctl_new.mean() else
+       "On the same seeds, on machines of the same kind, the fast path ends "
+       "higher."))
 
 # %% [markdown]
 # What held throughout is the bit-for-bit check: where two paths draw the same
@@ -1691,15 +1698,16 @@ say(f"The from-scratch rollout took {before.loc['scratch', 'ours_gen_s']:.3f} s 
 #
 # - the cache column and the output column are `[1]` tensors, and the positions a
 #   `[b]` tensor, each incremented by the step;
-# - the attention reads all $P + N$ columns of the cache, and the bias hides the ones
+# - the attention reads all $P + L_{\max}$ columns of the cache ($P$ for the prompt,
+#   $L_{\max}$ = `max_new_tokens` for the completion), and the bias hides the ones
 #   not yet written (`decode_step` with a tensor column), so no shape depends on the
 #   step;
 # - the draw takes its random numbers from a buffer that the seeded generator fills
 #   before each replay, the numbers the draw would have made itself: one uniform $u$
 #   per row for `sample_inverse_cdf`, and for `torch.multinomial` the exponential
 #   numbers of its race ({ref}`ch19-graph-multinomial`);
-# - the chosen tokens, the alive mask and the log-probs go into `[b, N]` buffers at
-#   the step's column.
+# - the chosen tokens, the alive mask and the log-probs go into $[b, L_{\max}]$
+#   buffers at the step's column.
 #
 # `grpo_lib.graph_decode.graph_step` is the step written that way:
 
@@ -1735,13 +1743,13 @@ print(f"captured: {P.device == 'cuda'}; same tokens: "
 
 # %% [markdown]
 # On the H100, `benchmarks/gpu_pass.sh` timed the sampler with and without the graph
-# against `generate`, in bfloat16, with 64 rows of 128 tokens. It used the tiny
-# checkpoint and random weights of the small model's and of Qwen2.5-0.5B's shapes,
-# since forced-length timings do not depend on the weights. For a GPU the floor is not
-# FLOPs: a decode step must at least read every weight once and each row's cached keys
-# and values. `speed.decode_read_bytes` counts those bytes, and `speed.memory_bandwidth`
-# measures the rate of a large copy in the same run. Their ratio is the
-# **weight-read floor**:
+# against `generate`, in bfloat16, with 64 rows of 128 tokens, drawing by inverse CDF
+# (the default then). It used the tiny checkpoint and random weights of the small
+# model's and of Qwen2.5-0.5B's shapes, since forced-length timings do not depend on the
+# weights. For a GPU the floor is not FLOPs: a decode step must at least read every
+# weight once and each row's cached keys and values. `speed.decode_read_bytes` counts
+# those bytes, and `speed.memory_bandwidth` measures the rate of a large copy in the
+# same run. Their ratio is the **weight-read floor**:
 
 # %%
 sampler_bench = pd.read_csv(REPO / "benchmarks" / "results" / "sampler_vs_generate.csv")
@@ -1782,10 +1790,11 @@ say(f"With the graph the sampler writes {g['graph vs generate'].min():.1f} to "
     "further.")
 
 # %% [markdown]
-# Whole steps on the same GPU, against TRL 1.16 in the same process, on the
-# benchmark's step (8 prompts × G = 8, 64 tokens, bfloat16). The last row is one step
-# of chapter 21's recipe for Qwen2.5-0.5B (16 prompts × 8 completions × 512 tokens,
-# micro-batches of 16), made on the same machine with ours only:
+# Whole steps on the same GPU, against TRL 1.16 in the same process, on the benchmark's
+# step (8 prompts × G = 8, 64 tokens, bfloat16, drawing by inverse CDF, the default
+# then). The last row is one step of chapter 21's recipe for Qwen2.5-0.5B (16 prompts ×
+# 8 completions × 512 tokens, micro-batches of 16), made on the same machine with ours
+# only:
 
 # %%
 after = h100[h100["cuda_graph"].notna()].set_index("model")
@@ -1804,10 +1813,10 @@ say(f"TRL's step takes {tiny_row['trl_over_ours']:.2f} times as long as ours for
     "still launched one by one.")
 
 # %% [markdown]
-# Chapter 7's run on the same H100, in float32, with the fast rollout and with the
-# `transformers` rollout, seeds 0 and 1. The four runs were made one after another
-# from the command line, with nothing else on the machine (their `README.md` has the
-# command):
+# Chapter 7's run on the same H100, in float32, with the fast rollout (drawing by
+# inverse CDF, the default then) and with the `transformers` rollout, seeds 0 and 1. The
+# four runs were made one after another from the command line, with nothing else on the
+# machine (their `README.md` has the command):
 
 # %%
 gpu_ch07 = {engine: load_seeds(f"ch07_{engine}", device="h100")
@@ -1911,17 +1920,21 @@ say(f"With the graph the multinomial draw writes "
 # - The floor of a step is its FLOPs over the machine's matmul peak. For the tiny model
 #   the update holds most of the FLOPs. Before the fast path the rollout held most of
 #   the time lost against the floor; after it, the two lose about as much each.
-# - A small model's decode step is bound by operator calls. Fusing projections,
-#   folding constants into the weights and sampling with one random number per row
-#   remove most of them without changing the function.
-# - A group's $G$ completions share their prompt. Computing it once is exact, in the
-#   prefill and in the update.
+# - A small model's decode step pays a fixed cost per operator call, whatever the
+#   call's size: on one row the calls are nearly the whole step, and they are a large
+#   share of a 64-row step. Fusing projections, folding constants into the weights and
+#   sampling with one random number per row remove a quarter of the calls of the
+#   `transformers` loop and over a third of the scratch loop's, and cut the 64-row
+#   step's time by far more than that share (the timings in {ref}`ch19-calls`),
+#   without changing the function.
+# - A group's $G$ completions share their prompt. Computing it once gives the same
+#   function, to round-off, in the prefill and in the update.
 # - The same product can run at very different rates depending on the library behind
 #   it, the layout of its weight and the CPU. Measure the products of your own shapes
-#   on your own machine: oneDNN with packed weights beat `torch.matmul` on the AMD
-#   machines of `benchmarks/README.md` and lost to it on an Intel one, so the library
-#   measures before it packs; in bfloat16 the formula's attention beat the fused
-#   kernel in the backward pass.
+#   on your own machine: oneDNN with packed weights beat `torch.matmul` on one AMD
+#   machine of `benchmarks/README.md`, matched it on another and lost to it on an
+#   Intel one, so the library measures before it packs; in bfloat16 the formula's
+#   attention beat the fused kernel in the backward pass.
 # - Compiling fuses the small operators that most of the update's time goes to, but
 #   each compile is slow: the first call compiles for its shapes, and the first new
 #   width compiles again, for widths in general. Count what the compiles cost against

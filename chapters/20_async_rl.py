@@ -37,6 +37,7 @@ from grpo_lib.display import print_environment
 print_environment()
 
 # %%
+import json
 import os
 import signal
 import tempfile
@@ -119,7 +120,7 @@ plan = pd.DataFrame({
     eta: {"seconds per step": (d := simulate_schedule(t_gen, t_upd, eta, 150))
           ["update_end"].iloc[-1] / 150,
           "mean staleness": d["staleness"].mean()}
-    for eta in (0, 1, 2, 4)}).T.rename_axis("eta")
+    for eta in (0, 1, 2, 4)}).T.rename_axis("Δ")
 print(plan.to_string(float_format=lambda v: f"{v:.2f}"))
 
 # %% [markdown]
@@ -197,8 +198,11 @@ print(live[["step", "accuracy", "staleness", "time_wait", "time_worker_generate"
 # %%
 # NBVAL_IGNORE_OUTPUT
 later = live[live.step > 1]
-say(f"After the first step every batch is {later['staleness'].median():.0f} version "
-    f"old. The trainer waits {later['time_wait'].median():.2f} s per step for its "
+lo, hi = later["staleness"].min(), later["staleness"].max()
+say("After the first step every batch is "
+    + (f"{lo:.0f} version{'' if lo == 1 else 's'} old" if lo == hi
+       else f"between {lo:.0f} and {hi:.0f} versions old")
+    + f". The trainer waits {later['time_wait'].median():.2f} s per step for its "
     f"batch (the worker samples for {later['time_worker_generate'].median():.2f} s), "
     f"and a step takes {later['time_step'].median():.2f} s at the median.")
 
@@ -228,7 +232,10 @@ def load(name):
 sweep = {(eta, s): load(f"ch20_eta{eta}_seed{s}_cpu")
          for eta in (0, 1, 2, 4) for s in (0, 1)}
 plain = {(4, s): load(f"ch20_eta4_ignore_seed{s}_cpu") for s in (0, 1)}
-B = 16 * 8  # completions per step
+run_config = json.loads((RUNS / "ch20_eta4_seed0_cpu" / "config.json").read_text())
+# completions per step, and the cap c on the behaviour weight
+B = run_config["per_step_prompts"] * run_config["num_generations"]
+CAP = run_config["sampling_correction_clip_max"]
 
 
 def first_time(m, level):
@@ -250,7 +257,7 @@ def summary(runs):
             "strict @ 0": e["strict_acc"].iloc[0],
             "strict @ end": e["strict_acc"].iloc[-1],
         }
-    return pd.DataFrame(rows).T.rename_axis(["eta", "seed"])
+    return pd.DataFrame(rows).T.rename_axis(["Δ", "seed"])
 
 
 table = summary(sweep)
@@ -268,7 +275,7 @@ for s, ls in ((0, "-"), (1, "--")):  # legend entries for the two line styles
 left.set(xlabel="wall-clock seconds", ylabel="training accuracy (10 steps)",
          title="Accuracy against time")
 left.legend(fontsize=9, ncol=2)
-by_eta = table.groupby("eta").mean()
+by_eta = table.groupby("Δ").mean()
 right.bar(range(len(by_eta)), by_eta["samples/s"], color="C0", alpha=0.6,
           label="mean")
 for s, marker in ((0, "o"), (1, "s")):
@@ -336,7 +343,7 @@ for (eta, s), (m, e) in {**{("decoupled", s): sweep[(4, s)] for s in (0, 1)},
     rows[(eta, s)] = {f"strict @ {k}": v for k, v in e["strict_acc"].items()}
     rows[(eta, s)]["format @ 100"] = e["format_rate"].iloc[-1]
     if "sampling_weight_max" in m:
-        rows[(eta, s)]["capped steps"] = int((m["sampling_weight_max"] >= 5).sum())
+        rows[(eta, s)]["capped steps"] = int((m["sampling_weight_max"] >= CAP).sum())
 print(pd.DataFrame(rows).T.rename_axis(["objective", "seed"])
       .to_string(float_format=lambda v: f"{v:.3f}", na_rep="-"))
 
@@ -378,7 +385,8 @@ out = faulty.train()
 print(out[["step", "staleness", "worker_restarts", "time_wait"]].to_string(index=False))
 
 # %% [markdown]
-# All five steps ran; the restart shows as one longer wait, the new worker's start.
+# All five steps ran. The two long waits are two workers starting: the first one at
+# step 1, and the new one at the step after the kill.
 # The test suite runs the same experiment (`tests/test_async_rl.py`).
 #
 # ## Summary

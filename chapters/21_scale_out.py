@@ -78,14 +78,14 @@ config7 = load_config(CONFIG)
 # $N$ processes, so the batch fields change with $N$. For one of our steps to remain
 # one generation batch and one optimizer step:
 #
-# $$m = \min\!\big(\texttt{micro\_batch\_size}, B/N\big), \qquad
-# \texttt{gradient\_accumulation\_steps} = \frac{B}{N\,m},$$
+# $$b = \min\!\big(\texttt{micro\_batch\_size}, B/N\big), \qquad
+# \texttt{gradient\_accumulation\_steps} = \frac{B}{N\,b},$$
 #
-# with $P$ a multiple of $N$, so that every process holds whole groups. The advantages
-# would survive a split group, since TRL gathers every process's rewards before it
-# normalises them; but each process calls the reward functions on its own completions
-# only, and a reward that reads its group (a length penalty relative to the group's
-# shortest answer) would see part of it:
+# with $b$ the completions per micro-batch and $P$ a multiple of $N$, so that every
+# process holds whole groups. The advantages would survive a split group, since TRL
+# gathers every process's rewards before it normalises them; but each process calls
+# the reward functions on its own completions only, and a reward that reads its group
+# (a length penalty relative to the group's shortest answer) would see part of it:
 
 # %%
 show_source(_split_over_processes, docstring=False)
@@ -98,7 +98,7 @@ print(split.to_string())
 
 # %% [markdown]
 # `scripts/trl_multiprocess.py` trains our YAML configuration with TRL on as many
-# processes as it is launched on. Two processes on this CPU, with gloo averaging the
+# processes as it is launched on. Two processes on a CPU, with gloo averaging the
 # gradients (a few steps of a small batch):
 
 # %%
@@ -225,9 +225,9 @@ print(verl_knobs.groupby("kind").size().to_string())
 
 # %% [markdown]
 # The book's environment does not include verl itself: its release pins an older
-# transformers (below 5.11) than the book uses, and it samples with vLLM or SGLang,
-# which need a GPU. The export, the reward module and the command are tested where
-# verl is not installed (`tests/test_verl_bridge.py`).
+# transformers than the book uses, and it samples with vLLM or SGLang, which need a
+# GPU. The export, the reward module and the command are tested without verl
+# (`tests/test_verl_bridge.py`).
 #
 # ## A recipe for Qwen2.5-0.5B on GSM8K
 #
@@ -260,14 +260,14 @@ except OSError as err:
     print(textwrap.fill(message[message.index("It comes from"):], 88))
 
 # %% [markdown]
-# What one step of the recipe asks of a GPU follows from the model's shape (its
-# `config.json`, {cite}`qwen25_05b_config`, quoted in chapter 16) and chapter 19's
-# count of matrix-multiply work: 128 completions of up to 512 tokens after the
-# prompt, for two prompt lengths.
+# What one step of the recipe asks of a GPU follows from the shape the Instruct model
+# shares with Qwen2.5-0.5B ({cite}`qwen25_05b_config`, quoted in chapter 16) and
+# chapter 19's count of matrix-multiply work: 128 completions of up to 512 tokens
+# after the prompt, for two prompt lengths.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-QWEN25_05B = dict(  # Qwen/Qwen2.5-0.5B, config.json
+QWEN25_05B = dict(  # Qwen/Qwen2.5-0.5B's config.json; -Instruct has the same shape
     model_type="qwen2", vocab_size=151936, hidden_size=896, intermediate_size=4864,
     num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
     rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,

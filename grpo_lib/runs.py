@@ -75,8 +75,8 @@ def late_mean(runs: list[Run], column: str, last: int = 25) -> list[float]:
 
 
 def mean_range(values, digits: int = 3) -> str:
-    """'mean (min-max)' of the seeds' values, e.g. '0.919 (0.904-0.934)'; 'n/a' when
-    no seed has a value (NaN)."""
+    """'mean (min-max)' of the seeds' values, e.g. '0.919 (0.904-0.934)', or '-8.2
+    (-10.0 to -6.4)' when the smallest is negative; 'n/a' if no seed has a value."""
     values = [float(v) for v in values]
     if not values:
         raise ValueError("mean_range needs at least one value")
@@ -86,8 +86,8 @@ def mean_range(values, digits: int = 3) -> str:
     if missing:
         raise ValueError(f"{missing} of {len(values)} seeds have no value (NaN): "
                          f"{values}; compare runs that log the same metrics")
-    return (f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-"
-            f"{max(values):.{digits}f})")
+    return (f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}"
+            f"{' to ' if min(values) < 0 else '-'}{max(values):.{digits}f})")
 
 
 def seed_order(values, others) -> str:

@@ -35,6 +35,8 @@ def test_load_seeds_reads_every_file_in_seed_order(tmp_path):
 def test_mean_range_and_seed_table(tmp_path):
     assert mean_range([0.904, 0.93]) == "0.917 (0.904-0.930)"
     assert mean_range([58.24, 67.31], digits=1) == "62.8 (58.2-67.3)"
+    assert mean_range([-10.0, -6.4], digits=1) == "-8.2 (-10.0 to -6.4)"
+    assert mean_range([-1.4, 0.2], digits=1) == "-0.6 (-1.4 to 0.2)"
     for s, acc in ((0, 0.9), (1, 0.7)):
         write_run(tmp_path, f"a_seed{s}_cpu", acc, [1.0] * 4)
         write_run(tmp_path, f"b_seed{s}_cpu", acc - 0.5, [2.0] * 4)

@@ -53,6 +53,7 @@ _VOTES = [
     ("blank and NaN do not vote", ["", float("nan"), " ", "9", None], "9"),
     ("nothing to vote on", [None, ""], None),
     ("one number, written three ways", ["14", "20", "14.0", "20", " 14 "], "14"),
+    ("numbers as numbers", [14, "20", "14.0", 20.0, " 14 "], "14"),
     ("words count as they are", ["twenty", "14", "twenty"], "twenty"),
 ]
 
@@ -67,7 +68,7 @@ def check_majority_vote(fn) -> bool:
         hint = ""
         if expected is not None and _key(got) is None:
             hint = " A missing answer must not win: leave None, NaN and blanks out."
-        elif name.startswith("one number"):
+        elif name.startswith(("one number", "numbers as")):
             hint = " Compare numbers by value: grpo_lib.parsing.parse_number."
         elif name.startswith("a tie"):
             hint = " Break ties by the first answer seen, not the last."
@@ -96,6 +97,9 @@ _TRACES = [
      "<think> First 5 * 2 = 10, now 3 + 6 + 10. Then 3 + 6 = 9, now 9 + 10. Finally "
      "9 + 10 = 18. </think> <answer> 18 </answer>"),
     ("no think block", "<answer> 19 </answer>"),
+    ("left to right, worded with 现在 (now)",
+     "<think> 首先 3 + 6 = 9, 现在 9 + 5 * 2. Then 9 + 5 = 14, 现在 14 * 2. Finally "
+     "14 * 2 = 28. </think> <answer> 28 </answer>"),
 ]
 
 
@@ -112,6 +116,9 @@ def check_first_wrong_step(fn) -> bool:
         if name.startswith("left to right") and got is None:
             hint = (" Each equation is true, but 9 + 5 = 14 leaves 14 * 2 = 28, not "
                     "the question's 19: check the expression after 'now' as well.")
+        elif "现在" in name:
+            hint = (" The base model also writes '现在' for 'now' (and '首先' for "
+                    "'First'): a step must be read in either wording.")
         raise AssertionError(f"{name}: expected {expected!r}, got {got!r}.{hint}")
     print("check_first_wrong_step: false equations and wrong turns both found.")
     return True

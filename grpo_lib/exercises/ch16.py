@@ -29,6 +29,9 @@ def _norm_cases():
          torch.randn(2, 8, generator=g) * 1e-3, torch.rand(8, generator=g) + 0.5, 1e-4),
         ("bfloat16 input", (torch.randn(3, 16, generator=g) * 40).bfloat16(),
          torch.rand(16, generator=g).bfloat16() + 0.5, 1e-6),
+        ("float16 input near 500, whose squares overflow float16",
+         (torch.randn(2, 16, generator=g) * 100 + 500).half(),
+         torch.rand(16, generator=g).half() + 0.5, 1e-6),
     ]
 
 
@@ -44,14 +47,19 @@ def check_rms_norm(fn) -> bool:
         if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
             raise AssertionError(f"{label}: expected a tensor of shape "
                                  f"{tuple(expected.shape)}, got {got!r:.80}.")
-        if torch.allclose(got.float(), expected.float(), rtol=1e-2 if x.dtype ==
-                          torch.bfloat16 else 1e-5, atol=1e-6):
+        rtol = {torch.bfloat16: 1e-2, torch.float16: 2e-3}.get(x.dtype, 1e-5)
+        if torch.allclose(got.float(), expected.float(), rtol=rtol, atol=1e-6):
             continue
         hint = ""
+        if x.dtype == torch.float16 and not torch.isfinite(x.pow(2)).all():
+            hint = (" Its squares overflow float16 (largest 65504): compute the mean "
+                    "square in float32, then cast the result back.")
         xf = x.float()
         centred = xf - xf.mean(-1, keepdim=True)
         layer_norm = weight * centred / torch.sqrt(centred.pow(2).mean(-1, True) + eps)
-        if torch.isnan(got).any():
+        if hint:
+            pass
+        elif torch.isnan(got).any():
             hint = " NaN: where does eps go, and what if every x_i is 0?"
         elif torch.allclose(got.float(), layer_norm.float(), atol=1e-4):
             hint = (" That is LayerNorm: RMSNorm subtracts no mean, it divides by the "
@@ -60,7 +68,8 @@ def check_rms_norm(fn) -> bool:
             hint = " The learned scale `weight` is missing."
         raise AssertionError(f"{label}: expected {expected.flatten()[:4].tolist()}, "
                              f"got {got.flatten()[:4].tolist()}.{hint}")
-    print("check_rms_norm: correct, with eps, for a zero row and for bfloat16 input.")
+    print("check_rms_norm: correct, with eps, for a zero row, for bfloat16 input and "
+          "for float16 input whose squares only float32 holds.")
     return True
 
 

@@ -96,7 +96,7 @@ _VALUE_CASES = [
     (_answer("3 * 8 - 5"), 19), (_answer("8 + 8 + 3"), 19), (_answer("19"), 19),
     (_answer("3 * 8"), 19), ("3 * 8 - 5", 19), (_answer("2**3"), 8),
     (_answer("(1 / 0)"), 19), (_answer("__import__('os').getcwd()"), 19),
-    (_answer("38 / 2"), 19),
+    (_answer("38 / 2"), 19), (_answer("19.0"), 19),
 ]
 
 
@@ -119,6 +119,9 @@ def check_value_only_reward(fn) -> bool:
             if "**" in completion:
                 hint = (" `**` is refused: evaluate with grpo_lib.safe_math.safe_eval,"
                         " never eval (9**9**9**9 would hang the run).")
+            elif "." in completion:
+                hint = (" A decimal is never one of the given whole numbers: an answer "
+                        "with a '.' is not an expression here (worth 0.0).")
             elif "<answer>" not in completion:
                 hint = " Without an answer block there is nothing to pay."
             raise AssertionError(f"{completion!r}, target {target}: expected "

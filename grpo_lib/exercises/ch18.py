@@ -20,6 +20,8 @@ def _trl_case():
     prompts = [[{"role": "user", "content": "What is 2 * 3?"}]] * 2 + \
               [[{"role": "user", "content": "What is 4 - 1?"}]] * 2
     completions = [[{"role": "assistant", "content": t}] for t in texts]
+    completions[1] = [{"role": "assistant", "content": "Let me work it out."},
+                      {"role": "assistant", "content": texts[1]}]  # the last one counts
     columns = dict(answer=["6", "6", "3", "3"], question=["2 * 3"] * 2 + ["4 - 1"] * 2,
                    completion_ids=[[1, 2, 3]] * 4)
     extras = dict(trainer_state=object(), log_extra=lambda *a: None,
@@ -27,13 +29,20 @@ def _trl_case():
     return texts, prompts, completions, columns, extras
 
 
+def _names_its_arguments(completions, answer, question, completion_ids):
+    """A reward that takes the dataset's columns by name and nothing else (no
+    ``**kwargs``): 1.0 where the answer's digits appear in the completion."""
+    return [float(a in c) for c, a in zip(completions, answer)]
+
+
 def check_trl_reward(wrap) -> bool:
     """Check ``wrap(fn) -> reward_func``: ``reward_func(prompts=..., completions=...,
     **columns, trainer_state=..., ...)`` (TRL's call) must return what
     ``fn(texts, **columns)`` (our trainer's call) returns, for our accuracy and
-    format rewards."""
+    format rewards and for a reward that names its arguments (no ``**kwargs``).
+    One completion holds two messages: the last is the answer."""
     texts, prompts, completions, columns, extras = _trl_case()
-    for fn in (accuracy_reward, format_reward):
+    for fn in (accuracy_reward, format_reward, _names_its_arguments):
         expected = [float(v) for v in fn(texts, **columns)]
         wrapped = wrap(fn)
         try:
@@ -41,8 +50,9 @@ def check_trl_reward(wrap) -> bool:
         except TypeError as err:
             raise AssertionError(
                 f"{fn.__name__}: calling it TRL's way raised TypeError: {err}. TRL "
-                f"passes trainer_state, log_extra and log_metric as keywords; our "
-                f"rewards take **kwargs, but pass on only the dataset columns."
+                f"passes trainer_state, log_extra and log_metric as keywords, and "
+                f"TRL's prompts; a reward that names its arguments takes neither: "
+                f"pass on only the dataset columns."
             ) from None
         except AttributeError as err:
             raise AssertionError(
@@ -58,7 +68,7 @@ def check_trl_reward(wrap) -> bool:
                                  f"text of a completion is "
                                  f"completions[i][-1]['content'].")
     print("check_trl_reward: TRL's conversational call gives our trainer's scores "
-          "for the accuracy and format rewards.")
+          "for the accuracy and format rewards and for one that names its arguments.")
     return True
 
 
