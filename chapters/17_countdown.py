@@ -2649,9 +2649,9 @@ say(f"With one sample the chain base solves {reach.loc[1, 'all']:.3f} of the "
 # in a handful of tries, far below what it finds in 64. So the base's reach does not
 # forbid a rise of 20 points; what the rounds of this chapter lacked is the power to
 # turn an answer found in one try of many into the usual one. What would give a
-# round that power (another recipe, a larger model, or more steps than the longest
-# schedule's, which had stopped gaining well before its deadline), these runs do not
-# show.
+# round that power (another recipe, a larger model, or many more steps: the longest
+# schedule was still gaining, slowly, when its deadline stopped it), these runs do
+# not show.
 
 # %% [markdown]
 # ## What the numbers check blocks
