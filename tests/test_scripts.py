@@ -149,3 +149,22 @@ def test_fast_path_ablation_swaps_exactly_one_piece(monkeypatch):
     assert torch.equal(ablation.float64_sampler(
         logits, 0.8, 0.9, torch.Generator().manual_seed(2)),
         fast_decode.inverse_cdf_token(cdf, u64))
+
+
+def test_countdown_reach_table_is_the_mean_unbiased_pass_at_k():
+    spec = importlib.util.spec_from_file_location("countdown_reach",
+                                                  SCRIPTS / "countdown_reach.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    import pandas as pd
+
+    counts = pd.DataFrame({"size": [3, 3, 4, 4], "n": [4, 4, 4, 4], "c": [4, 1, 0, 2]})
+    reach = module.reach_table(counts)
+    assert list(reach.index) == [1, 2, 3, 4]
+    # k = 1: the mean share of right answers; k = n: the share of problems with one
+    assert reach.loc[1, "all"] == (1 + 0.25 + 0 + 0.5) / 4
+    assert reach.loc[4, "all"] == 3 / 4
+    assert reach.loc[4, "3 numbers"] == 1.0 and reach.loc[4, "4 numbers"] == 0.5
+    # k = 2 of 4 with c = 1: 1 - C(3,2)/C(4,2) = 0.5; with c = 2: 1 - 1/6
+    assert abs(reach.loc[2, "3 numbers"] - (1 + 0.5) / 2) < 1e-12
+    assert abs(reach.loc[2, "4 numbers"] - (0 + 5 / 6) / 2) < 1e-12
