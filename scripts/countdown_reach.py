@@ -31,7 +31,11 @@ from grpo_lib.test_time import pass_at_k
 
 def reach_table(counts: pd.DataFrame) -> pd.DataFrame:
     """pass@k for k = 1 .. n, averaged over the problems of ``counts`` (columns n, c):
-    overall, and for each problem size (``size``, the count of given numbers)."""
+    overall, and for each problem size (``size``, the count of given numbers). Every
+    problem must have the same number of samples n."""
+    if counts["n"].nunique() != 1:
+        raise ValueError(f"reach_table needs the same number of samples n for every "
+                         f"problem, got n = {sorted(counts['n'].unique())}")
     n = int(counts["n"].iloc[0])
     rows = {}
     for k in range(1, n + 1):
@@ -60,7 +64,7 @@ def main() -> None:
                                                 dtype=torch.float32)
     dataset = load_task_split("countdown", "test")
     start = time.time()
-    _, samples = evaluate(model, tokenizer, dataset, n=args.n,
+    table, samples = evaluate(model, tokenizer, dataset, n=args.n,
                           batch_size=args.batch_size,
                           max_new_tokens=args.max_new_tokens, num_samples=args.samples,
                           temperature=1.0, seed=args.seed, return_samples=True)
@@ -74,11 +78,11 @@ def main() -> None:
     counts.to_csv(out / "counts.csv")
     reach = reach_table(counts)
     reach.to_csv(out / "pass_at_k.csv", float_format="%.6f")
-    greedy = samples[samples["mode"] == "greedy"]["correct"].mean()
     info = {"model": args.model, "problems": len(counts), "samples": args.samples,
             "temperature": 1.0, "seed": args.seed,
             "max_new_tokens": args.max_new_tokens,
-            "dtype": str(model.dtype), "greedy_success": float(greedy),
+            "dtype": str(model.dtype),
+            "greedy_success": float(table.loc["greedy", "strict_acc"]),
             "seconds": round(seconds, 1), "environment": environment()}
     (out / "info.json").write_text(json.dumps(info, indent=1) + "\n")
     print(reach.loc[[k for k in (1, 2, 4, 8, 16, 32, 64) if k in reach.index]]

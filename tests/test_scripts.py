@@ -10,11 +10,16 @@ import nbformat
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
-def _run_notebook_module():
-    spec = importlib.util.spec_from_file_location("run_notebook", SCRIPTS / "run_notebook.py")
+def _script(name: str):
+    """``scripts/<name>.py`` imported as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _run_notebook_module():
+    return _script("run_notebook")
 
 
 def _nb(cells):
@@ -62,10 +67,7 @@ ROOT = SCRIPTS.parent
 
 
 def test_toc_and_chapter_map_are_up_to_date():
-    spec = importlib.util.spec_from_file_location("make_toc", SCRIPTS / "make_toc.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.main(["--check"]) == 0, "run: python scripts/make_toc.py"
+    assert _script("make_toc").main(["--check"]) == 0, "run: python scripts/make_toc.py"
 
 
 def test_the_book_builds_with_warnings_as_errors(tmp_path):
@@ -89,11 +91,7 @@ def test_the_book_builds_with_warnings_as_errors(tmp_path):
 
 
 def _ablation_module():
-    spec = importlib.util.spec_from_file_location("fast_path_ablation",
-                                                  SCRIPTS / "fast_path_ablation.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _script("fast_path_ablation")
 
 
 def test_fast_path_ablation_swaps_exactly_one_piece(monkeypatch):
@@ -152,14 +150,12 @@ def test_fast_path_ablation_swaps_exactly_one_piece(monkeypatch):
 
 
 def test_countdown_reach_table_is_the_mean_unbiased_pass_at_k():
-    spec = importlib.util.spec_from_file_location("countdown_reach",
-                                                  SCRIPTS / "countdown_reach.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     import pandas as pd
+    import pytest
 
+    reach_table = _script("countdown_reach").reach_table
     counts = pd.DataFrame({"size": [3, 3, 4, 4], "n": [4, 4, 4, 4], "c": [4, 1, 0, 2]})
-    reach = module.reach_table(counts)
+    reach = reach_table(counts)
     assert list(reach.index) == [1, 2, 3, 4]
     # k = 1: the mean share of right answers; k = n: the share of problems with one
     assert reach.loc[1, "all"] == (1 + 0.25 + 0 + 0.5) / 4
@@ -168,3 +164,5 @@ def test_countdown_reach_table_is_the_mean_unbiased_pass_at_k():
     # k = 2 of 4 with c = 1: 1 - C(3,2)/C(4,2) = 0.5; with c = 2: 1 - 1/6
     assert abs(reach.loc[2, "3 numbers"] - (1 + 0.5) / 2) < 1e-12
     assert abs(reach.loc[2, "4 numbers"] - (0 + 5 / 6) / 2) < 1e-12
+    with pytest.raises(ValueError, match="same number of samples"):
+        reach_table(counts.assign(n=[4, 4, 4, 8]))

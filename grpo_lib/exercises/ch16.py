@@ -51,14 +51,12 @@ def check_rms_norm(fn) -> bool:
         if torch.allclose(got.float(), expected.float(), rtol=rtol, atol=1e-6):
             continue
         hint = ""
-        if x.dtype == torch.float16 and not torch.isfinite(x.pow(2)).all():
-            hint = (" Its squares overflow float16 (largest 65504): compute the mean "
-                    "square in float32, then cast the result back.")
         xf = x.float()
         centred = xf - xf.mean(-1, keepdim=True)
         layer_norm = weight * centred / torch.sqrt(centred.pow(2).mean(-1, True) + eps)
-        if hint:
-            pass
+        if x.dtype == torch.float16 and not torch.isfinite(x.pow(2)).all():
+            hint = (" Its squares overflow float16 (largest 65504): compute the mean "
+                    "square in float32, then cast the result back.")
         elif torch.isnan(got).any():
             hint = " NaN: where does eps go, and what if every x_i is 0?"
         elif torch.allclose(got.float(), layer_norm.float(), atol=1e-4):
