@@ -21,9 +21,18 @@ that choice decides which completions the gradient favours (short or long ones):
   surrogate to a stop-gradient weight, so no token loses its gradient (MiniMax-M1,
   2025; TRL ``loss_type="cispo"``).
 
+* ``sapo`` — :math:`-\\frac{4}{\\tau}\\sigma\\big(\\tau(\\rho_{i,t}-1)\\big) A_i` in
+  place of the clipped term, a smooth gate instead of a hard clip (SAPO, Gao et al.
+  2025; TRL ``loss_type="sapo"``), aggregated as ``grpo``.
+
 Orthogonal to the aggregation, ``importance_sampling_level="sequence"`` replaces the
 per-token ratio by one ratio per completion, the geometric mean of its tokens' ratios
-(GSPO, Zheng et al. 2025; TRL ``importance_sampling_level="sequence"``).
+(GSPO, Zheng et al. 2025; TRL ``importance_sampling_level="sequence"``). Three more
+knobs of TRL 1.16 act on single tokens or completions: ``delta`` caps the unclipped
+ratio (two-sided clipping, INTELLECT-2), :func:`high_entropy_mask` keeps only the
+policy terms of the highest-entropy tokens (Wang et al. 2025) and
+:func:`off_policy_sequence_mask` drops negative-advantage completions the policy has
+moved far from (DeepSeek-V3.2); the last two reach :func:`policy_loss` as ``keep``.
 
 For the four clipped variants the per-token loss is the negated PPO/GRPO clipped
 surrogate plus the KL penalty (DeepSeekMath eq. 3-4, Schulman's k3 estimator):
@@ -52,8 +61,9 @@ import torch
 
 from .objective import clipped_surrogate, clipped_tokens, kl_estimate, probability_ratio
 
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "reinforce", "cispo")
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "reinforce", "cispo", "sapo")
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
+CLIPPED_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")  # PPO's clipped surrogate
 
 
 # --------------------------------------------------------------------------------------
@@ -148,16 +158,24 @@ def clipped_token_loss(
     advantages: torch.Tensor,
     epsilon: float = 0.2,
     epsilon_high: float | None = None,
+    delta: float | None = None,
 ) -> torch.Tensor:
     """Negated clipped surrogate per token (PPO eq. 7, DeepSeekMath eq. 3).
 
-    .. math:: \\ell_{i,t} = -\\min\\big(\\rho_{i,t} A_i,\\;
+    .. math:: \\ell_{i,t} = -\\min\\big(\\min(\\rho_{i,t}, \\delta) A_i,\\;
         \\operatorname{clip}(\\rho_{i,t}, 1-\\varepsilon_{\\mathrm{low}},
                              1+\\varepsilon_{\\mathrm{high}}) A_i\\big)
 
+    ``delta=None`` is :math:`\\delta = \\infty`, PPO's clip. With ``A < 0`` PPO's min
+    keeps the unclipped :math:`\\rho A`, so one token whose ratio has grown far can
+    weigh without bound; two-sided clipping caps that ratio at
+    :math:`\\delta > 1 + \\varepsilon_{\\mathrm{high}}`, beyond which the token has no
+    gradient (INTELLECT-2, which uses 4; verl's "dual clip", ``clip_ratio_c``).
     ``ratio``: ``[B, T]`` token ratios, or ``[B, 1]`` GSPO sequence ratios. Returns the
     per-token loss, ``[B, T]`` or ``[B, 1]`` (the aggregation broadcasts it).
     """
+    if delta is not None:  # clip(min(rho, delta)) = clip(rho), as delta > 1 + eps_high
+        ratio = ratio.clamp(max=delta)
     return -clipped_surrogate(ratio, advantages, epsilon=epsilon,
                               epsilon_high=epsilon_high)
 
@@ -207,6 +225,75 @@ def cispo_token_loss(
     """
     weight = torch.clamp(ratio, max=epsilon_max).detach()  # [B, T] or [B, 1]
     return -weight * advantages * logp  # [B, T]
+
+
+def sapo_token_loss(
+    ratio: torch.Tensor, advantages: torch.Tensor, tau_pos: float = 1.0,
+    tau_neg: float = 1.05,
+) -> torch.Tensor:
+    """SAPO per token: a sigmoid gate on the ratio in place of the hard clip.
+
+    .. math:: \\ell_{i,t} = -\\frac{4}{\\tau_i}\\,
+              \\sigma\\big(\\tau_i(\\rho_{i,t} - 1)\\big)\\, A_i, \\qquad
+              \\tau_i = \\tau_{+} \\text{ if } A_i > 0 \\text{ else } \\tau_{-}
+
+    Its gradient is :math:`-4\\sigma(1-\\sigma)\\,\\rho_{i,t} A_i
+    \\nabla\\log\\pi_\\theta`: at :math:`\\rho = 1` exactly GRPO's, and it fades
+    smoothly as the ratio leaves 1, faster for larger :math:`\\tau` (Gao et al. 2025,
+    TRL's defaults :math:`\\tau_+ = 1`, :math:`\\tau_- = 1.05`). ``ratio`` ``[B, T]``
+    or ``[B, 1]``, ``advantages`` ``[B, 1]`` or ``[B, T]``.
+    """
+    tau = torch.where(advantages > 0, tau_pos, tau_neg)  # [B, 1] or [B, T]
+    return -torch.sigmoid(tau * (ratio - 1)) * 4 / tau * advantages  # [B, T]
+
+
+@torch.no_grad()
+def high_entropy_mask(
+    entropy: torch.Tensor, mask: torch.Tensor, quantile: float
+) -> torch.Tensor:
+    """The tokens whose entropy is in the top ``quantile`` share of this micro-batch.
+
+    .. math:: k_{i,t} = m_{i,t}\\,[H_{i,t} \\ge H_{(1-\\rho)}]
+
+    :math:`H_{(1-\\rho)}` is the :math:`1-\\rho` quantile of the entropies of the
+    active tokens (``torch.quantile``, linear interpolation). Wang et al. (2025) find
+    that RL's gains come from the ~20% of tokens where the policy hesitates ("forks")
+    and keep only their policy gradient, :math:`\\rho = 0.2` (TRL's
+    ``top_entropy_quantile``, computed over each micro-batch as here). ``entropy``,
+    ``mask``: ``[B, T]``; returns a ``[B, T]`` 0/1 tensor of ``entropy``'s dtype.
+    """
+    if not 0.0 <= quantile <= 1.0:
+        raise ValueError(f"top_entropy_quantile={quantile!r}: the share of tokens "
+                         f"kept, between 0 and 1 (1 keeps all; the paper uses 0.2).")
+    active = entropy[mask.bool()].float()  # [N]
+    if active.numel() == 0:
+        return torch.zeros_like(entropy)
+    threshold = torch.quantile(active, 1.0 - quantile)
+    return ((entropy * mask >= threshold) & mask.bool()).to(entropy.dtype)
+
+
+@torch.no_grad()
+def off_policy_sequence_mask(
+    advantages: torch.Tensor, logp: torch.Tensor, behaviour_logp: torch.Tensor,
+    mask: torch.Tensor, threshold: float,
+) -> torch.Tensor:
+    """DeepSeek-V3.2's off-policy sequence mask: which completions keep their term.
+
+    .. math:: k_i = \\big[A_i \\ge 0 \\;\\lor\\; \\tfrac{1}{|o_i|}\\sum_t
+              \\big(\\log\\mu(o_{i,t}) - \\log\\pi_\\theta(o_{i,t})\\big)
+              \\le \\delta_{\\mathrm{KL}}\\big]
+
+    :math:`\\mu` is the policy that sampled the completion (the old policy, or the
+    sampler's own log-probs where they differ). A completion with a negative advantage
+    that the current policy has already moved far from teaches little and can
+    destabilise training, so it is dropped (DeepSeek-AI 2025, eq. 9; TRL's
+    ``off_policy_mask_threshold``). On-policy the mean is 0 and nothing is dropped.
+    ``advantages`` ``[B]`` or ``[B, 1]``, the rest ``[B, T]``; returns ``[B, 1]``.
+    """
+    adv = advantages.reshape(len(advantages), -1)[:, :1]  # [B, 1]
+    gap = torch.nan_to_num(behaviour_logp - logp.detach(), nan=0.0) * mask  # [B, T]
+    mean_gap = gap.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)
+    return ((adv >= 0) | (mean_gap <= threshold)).to(logp.dtype)  # [B, 1]
 
 
 # --------------------------------------------------------------------------------------
@@ -266,9 +353,22 @@ def sampling_importance_weights(
 
 
 def check_loss_settings(
-    loss_type: str, epsilon_high: float | None, importance_sampling_level: str
+    loss_type: str, epsilon_high: float | None, importance_sampling_level: str,
+    delta: float | None = None, epsilon: float = 0.2,
 ) -> None:
     """The settings that only some loss types accept; one message each."""
+    if delta is not None:
+        eps_high = epsilon if epsilon_high is None else epsilon_high
+        if loss_type not in CLIPPED_LOSS_TYPES:
+            raise ValueError(
+                f"delta={delta!r} caps the ratio of the clipped surrogate, which "
+                f"loss_type={loss_type!r} does not use; set delta=None, or use one of "
+                f"{CLIPPED_LOSS_TYPES}.")
+        if not (math.isfinite(delta) and delta > 1 + eps_high):
+            raise ValueError(
+                f"delta={delta!r}: the cap on the unclipped ratio must be above the "
+                f"clip range's top, 1 + epsilon_high = {1 + eps_high:g} (INTELLECT-2 "
+                f"uses 4); None turns two-sided clipping off.")
     if importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
         raise ValueError(
             f"importance_sampling_level={importance_sampling_level!r}; choose "
@@ -345,6 +445,9 @@ def policy_loss(
     num_items_in_batch: torch.Tensor | float | None = None,
     sampling_weights: torch.Tensor | None = None,
     importance_sampling_level: str = "token",
+    delta: float | None = None,
+    keep: torch.Tensor | None = None,
+    sapo_temperatures: tuple[float, float] = (1.0, 1.05),
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO-family policy loss of one micro-batch, ready for ``loss.backward()``.
 
@@ -358,7 +461,8 @@ def policy_loss(
     (DeepSeekMath eq. 3-4), where ``Agg`` is one of the ``aggregate_*`` functions above
     and ``loss_type="reinforce"`` replaces :math:`\\ell^{clip}` by
     :math:`-A_i\\log\\pi_\\theta(o_{i,t})`, ``"cispo"`` by
-    :func:`cispo_token_loss` (aggregated as ``dapo``). The KL term is added per token
+    :func:`cispo_token_loss` (aggregated as ``dapo``), ``"sapo"`` by
+    :func:`sapo_token_loss` (aggregated as ``grpo``). The KL term is added per token
     *before* aggregation, as in TRL. With ``use_bias_correction_kl=True`` (TRL 1.16's
     default, from DeepSeek-V3.2) the KL term is
     :math:`\\beta\\, \\rho_{i,t}\\, \\mathbb D^{k3}_{i,t}`: the policy ratio
@@ -377,7 +481,8 @@ def policy_loss(
             ratio is 1 but its gradient is still :math:`\\nabla\\log\\pi_\\theta`.
         advantages: ``[B]`` (one per completion) or ``[B, T]`` (token ratios only).
         mask: ``[B, T]`` 1 for completion tokens that count (up to and including EOS).
-        loss_type: ``"grpo" | "bnpo" | "dr_grpo" | "dapo" | "reinforce" | "cispo"``.
+        loss_type: ``"grpo" | "bnpo" | "dr_grpo" | "dapo" | "reinforce" | "cispo"
+            | "sapo"``.
         epsilon, epsilon_high: the clip range ``[1 - epsilon, 1 + epsilon_high]`` of
             the policy ratio;
             ``epsilon_high=None`` means symmetric (DAPO's clip-higher uses 0.28).
@@ -397,6 +502,12 @@ def policy_loss(
         importance_sampling_level: ``"token"`` (one ratio per token) or
             ``"sequence"`` (GSPO: one ratio per completion, :func:`sequence_log_ratio`);
             the KL's bias correction uses it too, and then is not the reverse KL's.
+        delta: two-sided clipping's cap on the unclipped ratio
+            (:func:`clipped_token_loss`); ``None``: none.
+        keep: ``[B, T]`` or ``[B, 1]`` 0/1 factors on the policy term only (the KL
+            term stays), as TRL applies :func:`high_entropy_mask` and
+            :func:`off_policy_sequence_mask`.
+        sapo_temperatures: ``(tau_pos, tau_neg)`` of ``loss_type="sapo"``.
 
     Returns:
         ``(loss, stats)``; ``stats`` holds floats measured on this micro-batch's active
@@ -411,7 +522,8 @@ def policy_loss(
         ``ratio_max`` and ``num_tokens``.
     """
     _check_inputs(logp, old_logp, advantages, mask, loss_type, epsilon, beta, ref_logp)
-    check_loss_settings(loss_type, epsilon_high, importance_sampling_level)
+    check_loss_settings(loss_type, epsilon_high, importance_sampling_level, delta,
+                        epsilon)
     mask = mask.to(logp.dtype)  # [B, T]
     advantages = advantages.to(logp.dtype)  # [B] or [B, T]
     adv = (
@@ -429,9 +541,14 @@ def policy_loss(
         per_token_loss = reinforce_token_loss(logp, adv)  # [B, T]
     elif loss_type == "cispo":
         per_token_loss = cispo_token_loss(logp, ratio, adv, eps_high)  # [B, T]
+    elif loss_type == "sapo":
+        per_token_loss = sapo_token_loss(ratio, adv, *sapo_temperatures)  # [B, T]
     else:
-        per_token_loss = clipped_token_loss(ratio, advantages, epsilon, eps_high)
+        per_token_loss = clipped_token_loss(ratio, advantages, epsilon, eps_high,
+                                            delta)
 
+    if keep is not None:  # high-entropy tokens, off-policy completions
+        per_token_loss = per_token_loss * keep.detach()
     if sampling_weights is not None:
         per_token_loss = per_token_loss * sampling_weights.detach()  # [B, T]
 
@@ -442,7 +559,7 @@ def policy_loss(
             per_token_kl = per_token_kl * ratio  # [B, T]
         per_token_loss = per_token_loss + beta * per_token_kl
 
-    if loss_type == "grpo":
+    if loss_type in ("grpo", "sapo"):
         loss = aggregate_grpo(per_token_loss, mask) / num_micro_batches
     elif loss_type == "bnpo":
         loss = aggregate_bnpo(per_token_loss, mask) / num_micro_batches
@@ -462,6 +579,8 @@ def policy_loss(
         if loss_type == "cispo":  # capped weights; no token loses its gradient
             high = (rho > eps_high) & (adv > 0)  # [B, T]
             low = torch.zeros_like(high)
+        elif loss_type == "sapo":  # a gate, no clip
+            low = high = torch.zeros_like(rho, dtype=torch.bool)
         else:
             low, high = clipped_tokens(
                 rho, advantages, epsilon=epsilon, epsilon_high=eps_high

@@ -56,7 +56,8 @@ from .evaluation import completion_correct
 from .fast_decode import FAST_SAMPLERS
 from .logprobs import sequence_logprobs
 from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, check_loss_settings, entropy_bonus,
-                     policy_loss, sampling_importance_weights)
+                     high_entropy_mask, off_policy_sequence_mask, policy_loss,
+                     sampling_importance_weights)
 from .optim import CPUOffloadAdamW
 from .sampling import Rollout, generate
 from .shared_prompt import group_logprobs
@@ -183,7 +184,8 @@ class GRPOConfig(YAMLConfig):
     multi_objective_aggregation: str = "sum_then_normalize"
     """Sum then normalise (GRPO), or ``normalize_then_sum`` (GDPO: no scale_rewards)."""
     loss_type: str = "grpo"
-    """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``, ``reinforce`` or ``cispo``."""
+    """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``, ``reinforce``, ``cispo`` or
+    ``sapo``."""
     beta: float = 0.0
     """KL coefficient to the frozen initial model; 0 means no reference model at all."""
     use_bias_correction_kl: bool = True
@@ -195,6 +197,19 @@ class GRPOConfig(YAMLConfig):
     ``cispo``: the cap on the ratio itself (e.g. 5.0)."""
     importance_sampling_level: str = "token"
     """One ratio per ``"token"`` (PPO/GRPO) or per ``"sequence"`` (GSPO)."""
+    delta: float | None = None
+    """Two-sided clipping (INTELLECT-2): the unclipped ratio capped at ``delta``
+    (> 1 + epsilon_high; INTELLECT-2 uses 4); ``None``: PPO's clip alone."""
+    sapo_temperature_pos: float = 1.0
+    """``sapo``: the gate's temperature for tokens with A > 0."""
+    sapo_temperature_neg: float = 1.05
+    """``sapo``: the gate's temperature for tokens with A <= 0."""
+    top_entropy_quantile: float = 1.0
+    """Keep the policy term of this share of each micro-batch's tokens, those of
+    highest entropy (Wang et al. 2025 use 0.2); 1 keeps every token."""
+    off_policy_mask_threshold: float | None = None
+    """DeepSeek-V3.2: drop completions with A < 0 whose mean log mu - log pi_theta
+    exceeds it (mu: the sampling policy); ``None``: keep all."""
     entropy_coef: float = 0.0
     """Entropy bonus: subtract ``entropy_coef`` x the mean token entropy from the loss
     (TRL's ``entropy_coef``); 0 means none."""
@@ -354,9 +369,22 @@ class GRPOConfig(YAMLConfig):
                 f"entropy; 0 turns it off, 1e-3 is a small one).")
         try:
             check_loss_settings(self.loss_type, self.epsilon_high,
-                                self.importance_sampling_level)
+                                self.importance_sampling_level, self.delta,
+                                self.epsilon)
         except ValueError as err:
             bad(str(err))
+        for name in ("sapo_temperature_pos", "sapo_temperature_neg"):
+            tau = getattr(self, name)
+            if not (math.isfinite(tau) and tau > 0):
+                bad(f"{name}={tau!r}: the gate's temperature must be > 0 (TRL's "
+                    f"defaults: 1.0 for A > 0, 1.05 for A <= 0).")
+        if not 0.0 <= self.top_entropy_quantile <= 1.0:
+            bad(f"top_entropy_quantile={self.top_entropy_quantile!r}: the share of "
+                f"tokens kept, between 0 and 1 (1 keeps all; Wang et al. use 0.2).")
+        threshold = self.off_policy_mask_threshold
+        if threshold is not None and not (math.isfinite(threshold) and threshold >= 0):
+            bad(f"off_policy_mask_threshold={threshold!r}: a mean log-ratio, >= 0 "
+                f"(e.g. 0.5), or None to keep every completion.")
         if self.loss_type == "reinforce" and self.num_iterations != 1:
             bad(
                 f"loss_type='reinforce' has no importance ratio, so it is only correct "
@@ -974,12 +1002,13 @@ class GRPOTrainer(TrainingLoop):
         }
         tokens_seen = entropy_sum = 0.0
         losses, norms, skipped = [], [], 0
+        need_entropy = cfg.entropy_coef > 0 or cfg.top_entropy_quantile < 1
         for it in range(cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
             total_loss, bad = 0.0, None
             for k, sl in enumerate(chunks):
                 rows = sl.stop - sl.start
-                if it == 0 or cfg.entropy_coef > 0:
+                if it == 0 or need_entropy:
                     logp, ent = logprobs(model, sl, entropy=True)  # [b, C], [b, C]
                     if it == 0:
                         entropy_sum += (ent.detach() * mask[sl]).sum().item()
@@ -988,6 +1017,10 @@ class GRPOTrainer(TrainingLoop):
                 weights = None if sampler_logp is None else self._sampling_weights(
                     logp if old is None else old[sl], sampler_logp[sl], mask[sl],
                     weights_seen if it == 0 else None)  # pi_old / pi_sampler
+                keep, counted = self._kept_terms(  # None, mask[sl]: every term
+                    logp, ent if need_entropy else None, adv[sl], mask[sl],
+                    sampler_logp[sl] if sampler_logp is not None
+                    else None if old is None else old[sl])
                 loss, st = policy_loss(
                     logp,
                     None if old is None else old[sl],
@@ -1004,9 +1037,13 @@ class GRPOTrainer(TrainingLoop):
                     num_items_in_batch=num_items,
                     sampling_weights=weights,
                     importance_sampling_level=cfg.importance_sampling_level,
+                    delta=cfg.delta,
+                    keep=keep,
+                    sapo_temperatures=(cfg.sapo_temperature_pos,
+                                       cfg.sapo_temperature_neg),
                 )
                 if cfg.entropy_coef > 0:  # L - c * mean entropy / K, as TRL
-                    loss = loss - cfg.entropy_coef * entropy_bonus(ent, mask[sl]) / (
+                    loss = loss - cfg.entropy_coef * entropy_bonus(ent, counted) / (
                         B / rows)
                 if not torch.isfinite(loss):
                     where = f"pass {it + 1}, micro-batch {k + 1}"
@@ -1065,6 +1102,22 @@ class GRPOTrainer(TrainingLoop):
             num_tokens=int(first_pass_tokens),
         )
         return out
+
+    def _kept_terms(self, logp, entropy, advantages, mask, behaviour_logp):
+        """``policy_loss``'s ``keep`` (``None``: every term) and the tokens the entropy
+        bonus averages over: the high-entropy tokens (``top_entropy_quantile``) and
+        the completions the off-policy mask keeps (``off_policy_mask_threshold``;
+        ``behaviour_logp``: the sampler's or old log-probs, ``None`` on-policy)."""
+        cfg = self.config
+        keep, counted = None, mask  # [b, C]
+        if cfg.top_entropy_quantile < 1:
+            keep = counted = high_entropy_mask(entropy, mask, cfg.top_entropy_quantile)
+        if cfg.off_policy_mask_threshold is not None:
+            behaviour = logp.detach() if behaviour_logp is None else behaviour_logp
+            kept = off_policy_sequence_mask(advantages, logp, behaviour, mask,
+                                            cfg.off_policy_mask_threshold)  # [b, 1]
+            keep = kept if keep is None else keep * kept
+        return keep, counted
 
     def _sampling_weights(self, old_logp: torch.Tensor, sampler_logp: torch.Tensor,
                           mask: torch.Tensor, seen: list | None) -> torch.Tensor:

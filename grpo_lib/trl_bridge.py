@@ -16,7 +16,8 @@ The mapping lives in one place, :data:`TRL_FIELDS` (what is copied),
 :data:`FIXED_TRL_SETTINGS` (what the bridge always sets), :data:`NO_TRL_EQUIVALENT`
 (what is refused when changed) and :data:`NOT_A_TRL_SETTING` (what belongs to the
 ``GRPOTrainer(...)`` call or to our own logging, not to the config). Every field of our
-config is in exactly one of them (``tests/test_trl_bridge.py`` checks it).
+config is in exactly one of them, and every GRPO field of TRL's is mapped, fixed or in
+:data:`TRL_ONLY` (``tests/test_trl_bridge.py`` checks both).
 
 The step: one of our steps (``per_step_prompts`` x ``num_generations`` completions,
 ``num_iterations`` updates) is one TRL generation batch with
@@ -218,6 +219,16 @@ TRL_FIELDS: dict[str, Mapped] = {
     "importance_sampling_level": Mapped(
         "importance_sampling_level", None,
         "'token' in both; GSPO's 'sequence' goes with a clip of 3e-4 / 4e-4"),
+    "delta": Mapped("delta", None,
+                    "None in both; INTELLECT-2's two-sided clip uses 4"),
+    "sapo_temperature_pos": Mapped("sapo_temperature_pos"),
+    "sapo_temperature_neg": Mapped("sapo_temperature_neg"),
+    "top_entropy_quantile": Mapped(
+        "top_entropy_quantile", None,
+        "1 in both (every token); Wang et al. 2025 keep the top 0.2"),
+    "off_policy_mask_threshold": Mapped(
+        "off_policy_mask_threshold", None,
+        "None in both; DeepSeek-V3.2's mask, inert on-policy (e.g. 0.5)"),
     "num_iterations": Mapped(
         "num_iterations", None,
         "μ; TRL counts μ optimizer steps per rollout (max_steps, save_steps x μ)"),
@@ -329,6 +340,60 @@ NOT_A_TRL_SETTING: dict[str, str] = {
 }
 """Our knob -> where it goes instead; :func:`to_trl_config` leaves it out."""
 
+_VLLM = "vLLM rollouts on a GPU (chapter 21's recipe); ours samples in-process"
+_ADAPTIVE = ("Skywork-OR1's adaptive entropy bonus (off by default); ours keeps "
+             "entropy_coef fixed")
+_TR_DPO = "TR-DPO: pull the reference model toward the policy; ours keeps it frozen"
+_GENERATE = "transformers' generate options; ours samples with rollout_engine"
+_LOG = "TRL's logging of completions; ours: sample_every and num_print_samples"
+TRL_ONLY: dict[str, str] = {
+    # the algorithm
+    "steps_per_generation": "several optimizer steps per generation batch (off-policy "
+                            "after the first); ours: num_iterations passes per rollout",
+    "vespo_k_pos": "loss_type='vespo' (gamma-shaped sequence weights), not in ours",
+    "vespo_lambda_pos": "loss_type='vespo', not in ours",
+    "vespo_k_neg": "loss_type='vespo', not in ours",
+    "vespo_lambda_neg": "loss_type='vespo', not in ours",
+    "sync_ref_model": _TR_DPO, "ref_model_mixup_alpha": _TR_DPO,
+    "ref_model_sync_steps": _TR_DPO,
+    "use_adaptive_entropy": _ADAPTIVE, "entropy_coef_min": _ADAPTIVE,
+    "entropy_coef_max": _ADAPTIVE, "entropy_coef_delta": _ADAPTIVE,
+    "entropy_target": _ADAPTIVE,
+    "cast_lm_head_to_fp32": "the output layer in float32 (ScaleRL), for bf16 models",
+    "disable_dropout": "Qwen2's one dropout, attention_dropout, is 0 in the book's "
+                       "checkpoints",
+    "router_aux_loss_coef": "mixture-of-experts models only",
+    # sampling
+    "top_k": "ours samples with temperature and top_p only",
+    "min_p": "ours samples with temperature and top_p only",
+    "repetition_penalty": "ours samples with temperature and top_p only",
+    "generation_kwargs": "any other sampling option of the generation backend",
+    "num_generations_eval": "G for TRL's evaluation loop; ours: grpo_lib.evaluate",
+    "max_tool_calling_iterations": "multi-turn tool calls in a rollout",
+    "cache_implementation": _GENERATE, "use_transformers_paged": _GENERATE,
+    "use_transformers_continuous_batching": _GENERATE,
+    "transformers_continuous_batching_config": _GENERATE,
+    "use_vllm": _VLLM, "vllm_mode": _VLLM, "vllm_model_impl": _VLLM,
+    "vllm_enable_sleep_mode": _VLLM, "vllm_structured_outputs_regex": _VLLM,
+    "vllm_server_base_url": _VLLM, "vllm_server_host": _VLLM,
+    "vllm_server_port": _VLLM, "vllm_server_timeout": _VLLM, "vllm_group_port": _VLLM,
+    "vllm_gpu_memory_utilization": _VLLM, "vllm_max_model_length": _VLLM,
+    "vllm_tensor_parallel_size": _VLLM,
+    "vllm_importance_sampling_cap": "deprecated since TRL 1.6: the old name of "
+                                    "vllm_importance_sampling_clip_max",
+    # loading, data, memory and logs
+    "model_init_kwargs": "how TRL loads a model by name; ours: model_dtype",
+    "trust_remote_code": "how TRL loads a model by name",
+    "chat_template_kwargs": "extra arguments to the chat template",
+    "shuffle_dataset": "ours draws prompts in a seeded random order",
+    "pad_to_multiple_of": "padding of the update's tensors (speed only)",
+    "ds3_gather_for_generation": "DeepSpeed ZeRO-3 (chapter 21)",
+    "log_completions": _LOG, "log_multimodal": _LOG, "log_unique_prompts": _LOG,
+    "num_completions_to_print": _LOG, "log_completions_hub_repo": _LOG,
+}
+"""TRL's own GRPO fields (not ``transformers.TrainingArguments``') that are neither
+mapped nor fixed here -> what they do; :func:`trl_only_fields` finds any TRL adds."""
+
 
 # ======================================================================================
 # The config
@@ -364,6 +429,20 @@ def _trl_defaults() -> dict[str, Any]:
         raise RuntimeError(f"trl {trl.__version__} has no GRPOConfig field {missing}; "
                            f"this bridge was written for TRL {TRL_VERSION}.")
     return defaults
+
+
+def trl_only_fields() -> dict[str, str]:
+    """TRL's GRPO fields (``trl.GRPOConfig``'s own, not those it inherits from
+    ``transformers.TrainingArguments``) that the bridge neither maps nor fixes, each
+    with :data:`TRL_ONLY`'s note; a field TRL added since :data:`TRL_VERSION` gets
+    ``""``, so the table shows it instead of leaving it out."""
+    import transformers
+
+    trl = _import_trl()
+    inherited = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
+    handled = set(TRL_FIELDS) | set(FIXED_TRL_SETTINGS)
+    return {f.name: TRL_ONLY.get(f.name, "") for f in dataclasses.fields(trl.GRPOConfig)
+            if f.name not in inherited and f.name not in handled}
 
 
 def _refusals(config: GRPOConfig, overrides: dict, trl_names: set) -> list[str]:
@@ -471,8 +550,9 @@ def knob_table(all_settings: bool = False):
     dataclasses), ``ours_in_trl`` (our default config translated), ``same`` (whether
     that equals TRL's default; ``None`` where one side has no field) and ``note``.
     ``all_settings=True`` adds a ``kind`` column and rows for
-    :data:`FIXED_TRL_SETTINGS` ("fixed"), :data:`NO_TRL_EQUIVALENT` ("refused") and
-    :data:`NOT_A_TRL_SETTING` ("elsewhere").
+    :data:`FIXED_TRL_SETTINGS` ("fixed"), :data:`NO_TRL_EQUIVALENT` ("refused"),
+    :data:`NOT_A_TRL_SETTING` ("elsewhere") and TRL's GRPO fields that ours lacks
+    (:func:`trl_only_fields`, "TRL only").
     """
     import pandas as pd
 
@@ -489,6 +569,9 @@ def knob_table(all_settings: bool = False):
             rows += [dict(kind=kind, ours=name, our_default=ours[name], trl="",
                           trl_default=None, ours_in_trl=None, note=why)
                      for name, why in table.items()]
+        rows += [dict(kind="TRL only", ours="", our_default=None, trl=name,
+                      trl_default=theirs[name], ours_in_trl=None, note=why)
+                 for name, why in trl_only_fields().items()]
     frame = pd.DataFrame(rows)
     frame.insert(6, "same", [r["ours_in_trl"] == r["trl_default"] if r["trl"]
                              and r["ours"] else None for r in rows])

@@ -264,6 +264,9 @@ def _loss_mode(c, f) -> str:
                          "clips the weight to [1 - clip_ratio_low, 1 + "
                          "clip_ratio_high], ours caps it at epsilon_high); use "
                          "'grpo' or the TRL path.")
+    if c.loss_type == "sapo":
+        raise ValueError("loss_type='sapo': not mapped to verl here; use 'grpo' or "
+                         "the TRL path.")
     if c.importance_sampling_level == "sequence":
         return "gspo"
     return "gpg" if c.loss_type == "reinforce" else "vanilla"
@@ -429,6 +432,11 @@ VERL_KEYS: dict[str, Mapped] = {
         "A < 0, inert when on-policy); reinforce -> gpg (-A log p, no clip); "
         "importance_sampling_level='sequence' -> gspo",
         ("importance_sampling_level",)),
+    f"{_ACTOR}.clip_ratio_c": Mapped(
+        "delta", lambda c, f: 3.0 if c.delta is None else c.delta,
+        "verl's dual clip caps the ratio of A < 0 tokens as delta does; verl always "
+        "applies it, so delta=None writes verl's default 3, which binds only "
+        "off-policy (num_iterations > 1)"),
     f"{_ACTOR}.loss_scale_factor": Mapped(
         "loss_type",
         lambda c, f: c.max_completion_length if c.loss_type == "dr_grpo" else None,
@@ -558,6 +566,16 @@ NO_VERL_EQUIVALENT: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda c: c.beta != 0 and c.use_bias_correction_kl,
         "verl's KL loss has no importance-ratio factor: set "
         "use_bias_correction_kl=False to accept verl's plain k3"),
+    "top_entropy_quantile": (
+        lambda c: c.top_entropy_quantile < 1,
+        "verl 0.9.1's actor has no high-entropy token mask: set it to 1"),
+    "off_policy_mask_threshold": (
+        lambda c: c.off_policy_mask_threshold is not None,
+        "verl 0.9.1 has no off-policy sequence mask (DeepSeek-V3.2): set it to None"),
+    "sapo_temperature_pos": (
+        lambda c: False, "only loss_type='sapo' reads it, which is not mapped to verl"),
+    "sapo_temperature_neg": (
+        lambda c: False, "only loss_type='sapo' reads it, which is not mapped to verl"),
     "mask_truncated_completions": (
         lambda c: c.mask_truncated_completions,
         "verl 0.9.1 cannot leave truncated completions out of the loss (DAPO's "

@@ -6,8 +6,10 @@ and masks we choose. Our ``policy_loss`` gets the same per-token log-probs (from
 ``_get_per_token_logps_and_entropies``, a fresh forward pass) and must give the same
 loss and the same parameter gradients, for every loss type TRL shares with us, with and
 without the KL term, with symmetric and asymmetric clipping, on- and off-policy, and
-with the batch split into two accumulated micro-batches; and for GSPO's sequence-level
-ratio (TRL ``importance_sampling_level="sequence"``) and CISPO (``loss_type="cispo"``).
+with the batch split into two accumulated micro-batches; for GSPO's sequence-level
+ratio (TRL ``importance_sampling_level="sequence"``), CISPO and SAPO; and for the knobs
+that drop or cap single terms (``delta``, ``top_entropy_quantile``,
+``off_policy_mask_threshold``), composed the way our trainer composes them.
 """
 
 from __future__ import annotations
@@ -24,8 +26,12 @@ from grpo_lib.losses import (
     aggregate_dr_grpo,
     aggregate_grpo,
     aggregate_reinforce,
+    clipped_token_loss,
     entropy_bonus,
+    high_entropy_mask,
+    off_policy_sequence_mask,
     policy_loss,
+    sapo_token_loss,
     sequence_log_ratio,
 )
 
@@ -255,7 +261,7 @@ def batch(model_dir):
 
 def _trl_trainer(
     model_dir, tmp_path, loss_type, beta, correction, epsilon_high, micro_batches,
-    level="token", epsilon=0.2, entropy_coef=0.0,
+    level="token", epsilon=0.2, entropy_coef=0.0, **knobs,
 ):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -280,6 +286,7 @@ def _trl_trainer(
         use_bias_correction_kl=correction,
         importance_sampling_level=level,
         entropy_coef=entropy_coef,
+        **knobs,
     )
     dataset = Dataset.from_dict({"prompt": ["1 + 1 ="] * B})
     with warnings.catch_warnings():
@@ -479,3 +486,142 @@ def test_entropy_bonus_matches_trl(model_dir, batch, tmp_path, loss_type,
         for ours, theirs in zip((p.grad for p in model.parameters()), trl_grads):
             torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5,
                                        msg=lambda m: f"{where}: {m}")
+
+
+# The knobs that cap or drop single terms, and SAPO's gate: (loss_type, level, beta,
+# entropy_coef, micro-batches, off-policy, knobs). Off-policy drives ratios past
+# delta = 1.3 and mean log-ratios past 0.05; the test checks that each knob acted.
+KNOB_CASES = [
+    ("grpo", "token", 0.04, 0.0, 2, True, dict(delta=1.3)),
+    ("dapo", "token", 0.0, 0.0, 2, True, dict(delta=1.3, epsilon_high=0.28)),
+    ("sapo", "token", 0.0, 0.0, 1, False, {}),
+    ("sapo", "token", 0.04, 0.0, 2, True, {}),
+    ("sapo", "sequence", 0.0, 0.0, 2, True,
+     dict(sapo_temperature_pos=2.0, sapo_temperature_neg=3.0)),
+    ("grpo", "token", 0.0, 0.0, 1, False, dict(top_entropy_quantile=0.2)),
+    ("dapo", "token", 0.04, 0.05, 2, True, dict(top_entropy_quantile=0.5)),
+    ("grpo", "token", 0.0, 0.0, 2, True, dict(off_policy_mask_threshold=0.05)),
+    ("dapo", "token", 0.04, 0.05, 2, True,
+     dict(top_entropy_quantile=0.5, off_policy_mask_threshold=0.05)),
+]
+
+
+@pytest.mark.parametrize("loss_type,level,beta,coef,micro_batches,off_policy,knobs",
+                         KNOB_CASES)
+def test_knobs_match_trl_compute_loss(model_dir, batch, tmp_path, loss_type, level,
+                                      beta, coef, micro_batches, off_policy, knobs):
+    from types import SimpleNamespace
+
+    from grpo_lib.trainer import GRPOConfig, GRPOTrainer
+
+    knobs = dict(knobs)
+    high = knobs.pop("epsilon_high", None)
+    trainer = _trl_trainer(model_dir, tmp_path, loss_type, beta, True, high,
+                           micro_batches, level, entropy_coef=coef, **knobs)
+    ours = SimpleNamespace(config=GRPOConfig(loss_type=loss_type, epsilon_high=high,
+                                             importance_sampling_level=level, **knobs))
+    model, total_tokens = trainer.model, batch["completion_mask"].sum()
+    acted = []  # did the knob change anything on this batch?
+    for k, (rows, inputs, input_ids, attention) in enumerate(
+            _micro_batches(batch, micro_batches)):
+        with torch.no_grad():
+            logp0, _, _ = trainer._get_per_token_logps_and_entropies(
+                model, input_ids, attention, L_MAX)  # [b, C]
+        old = (logp0 + batch["old_noise"][rows]) if off_policy else None
+        ref = logp0 + batch["ref_noise"][rows]
+        if old is not None:
+            inputs["old_per_token_logps"] = old
+        if beta != 0.0:
+            inputs["ref_per_token_logps"] = ref
+        trl_loss, trl_grads = _trl_loss_and_grads(trainer, inputs)
+
+        model.zero_grad()
+        logp, ent, _ = trainer._get_per_token_logps_and_entropies(
+            model, input_ids, attention, L_MAX, compute_entropy=True)
+        mask, adv = inputs["completion_mask"], inputs["advantages"]
+        need_entropy = coef > 0 or ours.config.top_entropy_quantile < 1
+        keep, counted = GRPOTrainer._kept_terms(
+            ours, logp, ent if need_entropy else None, adv, mask, old)
+        loss, stats = policy_loss(
+            logp, old, adv, mask, loss_type=loss_type, epsilon_high=high, beta=beta,
+            ref_logp=ref if beta else None, num_micro_batches=micro_batches,
+            num_items_in_batch=total_tokens, importance_sampling_level=level,
+            delta=knobs.get("delta"), keep=keep,
+            sapo_temperatures=(ours.config.sapo_temperature_pos,
+                               ours.config.sapo_temperature_neg))
+        if coef:
+            loss = loss - coef * entropy_bonus(ent, counted) / micro_batches
+        loss.backward()
+        where = f"{loss_type} {level} {knobs} #{k}"
+        assert abs(loss.item() - trl_loss.item()) < 1e-6, where
+        for mine, theirs in zip((p.grad for p in model.parameters()), trl_grads):
+            torch.testing.assert_close(mine, theirs, atol=1e-6, rtol=1e-5,
+                                       msg=lambda m: f"{where}: {m}")
+        if keep is not None:
+            acted.append(bool((keep * mask).sum() < mask.sum()))
+        if "delta" in knobs and old is not None:
+            rho = (logp - old).exp().detach()
+            acted.append(bool(((rho > knobs["delta"]) & (adv[:, None] < 0)
+                               & mask.bool()).any()))
+    if set(knobs) & {"delta", "top_entropy_quantile", "off_policy_mask_threshold"}:
+        assert any(acted), f"{knobs} never changed a term: the case tests nothing"
+
+
+def test_delta_caps_the_unclipped_ratio_by_hand():
+    ratio = torch.tensor([[0.5, 1.0, 1.25, 3.0]])  # [1, T]
+    neg, pos = torch.tensor([-1.0]), torch.tensor([1.0])
+    # A < 0: PPO keeps rho * A (unbounded); delta = 2 caps it at 2 * A
+    torch.testing.assert_close(clipped_token_loss(ratio, neg),
+                               torch.tensor([[0.8, 1.0, 1.25, 3.0]]))
+    torch.testing.assert_close(clipped_token_loss(ratio, neg, delta=2.0),
+                               torch.tensor([[0.8, 1.0, 1.25, 2.0]]))
+    # A > 0: the clip already binds first; delta changes nothing
+    assert torch.equal(clipped_token_loss(ratio, pos, delta=2.0),
+                       clipped_token_loss(ratio, pos))
+    ratio = ratio.clone().requires_grad_()
+    clipped_token_loss(ratio, neg, delta=2.0).sum().backward()
+    assert ratio.grad.tolist() == [[0.0, 1.0, 1.0, 0.0]]  # capped: no gradient
+
+
+def test_sapo_gradient_is_grpos_on_policy_and_fades_off_it():
+    adv = torch.tensor([[1.5], [-0.5]])  # [B, 1]
+    logp = torch.log(torch.tensor([[0.3, 0.6], [0.2, 0.9]])).requires_grad_()
+    sapo_token_loss((logp - logp.detach()).exp(), adv).sum().backward()
+    torch.testing.assert_close(logp.grad, -adv.expand(2, 2))  # = -A, as GRPO's
+    ratio = torch.tensor([[1.0, 1.5, 3.0]], requires_grad=True)
+    sapo_token_loss(ratio, torch.tensor([[1.0]])).sum().backward()
+    g = ratio.grad[0]
+    assert g[0] == pytest.approx(-1.0) and -1.0 < g[1] < g[2] < 0  # fades smoothly
+
+
+def test_masks_by_hand():
+    entropy = torch.tensor([[0.1, 2.0, 0.5, 9.0], [1.0, 3.0, 0.0, 0.0]])  # [B, T]
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    # active entropies 0.1, 2.0, 0.5, 1.0, 3.0: the top 40% are 2.0 and 3.0
+    kept = high_entropy_mask(entropy, mask, 0.4)
+    assert kept.tolist() == [[0, 1, 0, 0], [0, 1, 0, 0]]
+    assert high_entropy_mask(entropy, mask, 1.0).tolist() == mask.tolist()
+    assert high_entropy_mask(entropy, torch.zeros_like(mask), 0.2).sum() == 0
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        high_entropy_mask(entropy, mask, 1.5)
+    logp = torch.zeros(3, 2)
+    behaviour = torch.tensor([[0.9, 0.9], [0.9, 0.9], [0.1, 0.1]])  # mean gaps
+    adv = torch.tensor([1.0, -1.0, -1.0])
+    keep = off_policy_sequence_mask(adv, logp, behaviour, torch.ones(3, 2), 0.5)
+    assert keep.tolist() == [[1.0], [0.0], [1.0]]  # only A < 0 and far is dropped
+    on_policy = off_policy_sequence_mask(adv, logp, logp, torch.ones(3, 2), 0.0)
+    assert on_policy.tolist() == [[1.0], [1.0], [1.0]]
+
+
+@pytest.mark.parametrize("knobs,message", [
+    (dict(delta=1.1), "above the clip range's top"),
+    (dict(delta=2.0, loss_type="cispo", epsilon_high=5.0), "does not use"),
+    (dict(top_entropy_quantile=-0.1), "between 0 and 1"),
+    (dict(off_policy_mask_threshold=-1.0), ">= 0"),
+    (dict(sapo_temperature_neg=0.0), "must be > 0"),
+])
+def test_config_refuses_bad_knobs(knobs, message):
+    from grpo_lib.trainer import GRPOConfig
+
+    with pytest.raises(ValueError, match=message):
+        GRPOConfig(**knobs).validate()

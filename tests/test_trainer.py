@@ -358,6 +358,42 @@ def test_entropy_coef_changes_the_update(tokenizer, tmp_path):
     assert not torch.equal(params[0], params[1])
 
 
+@pytest.mark.parametrize("knobs", [
+    dict(top_entropy_quantile=0.2),
+    dict(num_iterations=3, loss_type="sapo", sapo_temperature_neg=3.0),
+    dict(num_iterations=3, delta=1.25),
+    dict(num_iterations=3, off_policy_mask_threshold=0.0),
+])
+def test_loss_knobs_change_the_update(tokenizer, tmp_path, knobs):
+    # same seed, same samples (rewards that vary in every group): each knob must
+    # reach the update and change it
+    import trainer_fixtures as varied
+
+    params = []
+    plain = {k: v for k, v in knobs.items() if k == "num_iterations"}
+    for name, extra in (("plain", plain), ("knobs", knobs)):
+        model = random_model(tokenizer, size="micro", seed=0)
+        config = _config(tmp_path / name, max_steps=1, **extra)
+        metrics = GRPOTrainer(model, tokenizer, [varied.digit_share], config,
+                              varied.ROWS).train()
+        assert metrics["loss"].notna().all()
+        params.append(_params(model))
+    assert not torch.equal(params[0], params[1])
+
+
+def test_sapo_on_policy_updates_as_grpo(tokenizer, tmp_path):
+    # at ratio 1 the gate's slope is 4 sigma(0)(1 - sigma(0)) = 1: GRPO's gradient
+    import trainer_fixtures as varied
+
+    params = []
+    for loss_type in ("grpo", "sapo"):
+        model = random_model(tokenizer, size="micro", seed=0)
+        config = _config(tmp_path / loss_type, max_steps=2, loss_type=loss_type)
+        GRPOTrainer(model, tokenizer, [varied.digit_share], config, varied.ROWS).train()
+        params.append(_params(model))
+    torch.testing.assert_close(params[0], params[1], rtol=0, atol=1e-7)
+
+
 def test_faulty_reward_is_logged_once_and_run_continues(tokenizer, tmp_path, capsys):
     calls = {"n": 0}
 

@@ -20,8 +20,9 @@ from grpo_lib.rewards import (accuracy_reward, countdown_reward, format_reward,
                               language_consistency_reward, length_reward,
                               reward_name)
 from grpo_lib.trainer import GRPOConfig
-from grpo_lib.trl_bridge import (NO_TRL_EQUIVALENT, NOT_A_TRL_SETTING, TRL_FIELDS,
-                                 knob_table, to_trl_config, trl_reward,
+from grpo_lib.trl_bridge import (FIXED_TRL_SETTINGS, NO_TRL_EQUIVALENT,
+                                 NOT_A_TRL_SETTING, TRL_FIELDS, TRL_ONLY, knob_table,
+                                 to_trl_config, trl_only_fields, trl_reward,
                                  trl_reward_funcs)
 
 trl = pytest.importorskip("trl")
@@ -256,9 +257,25 @@ def test_knob_table_with_all_settings_lists_every_knob_of_ours():
     table = knob_table(all_settings=True)
     ours = {f.name for f in dataclasses.fields(GRPOConfig)}
     assert set(table.ours) - {""} == ours
-    assert set(table.kind) == {"mapped", "fixed", "refused", "elsewhere"}
+    assert set(table.kind) == {"mapped", "fixed", "refused", "elsewhere", "TRL only"}
     fixed = table[table.kind == "fixed"].set_index("trl")
     assert fixed.ours_in_trl["bf16"] is False
+
+
+def test_every_grpo_field_of_trls_has_a_place():
+    import transformers
+    import trl
+
+    inherited = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
+    theirs = {f.name for f in dataclasses.fields(trl.GRPOConfig)} - inherited
+    only = trl_only_fields()
+    placed = set(TRL_FIELDS) | set(FIXED_TRL_SETTINGS) | set(only)
+    assert theirs <= placed
+    unexplained = sorted(name for name, note in only.items() if not note)
+    assert not unexplained, f"TRL GRPO fields without a note in TRL_ONLY: {unexplained}"
+    assert set(TRL_ONLY) <= theirs, "TRL_ONLY names a field TRL does not have"
+    table = knob_table(all_settings=True)
+    assert set(table[table.kind == "TRL only"].trl) == set(only)
 
 
 # ---------------------------------------------------------------------- end to end

@@ -355,7 +355,8 @@ def test_every_config_field_has_one_place():
     assert not set(VERL_KEYS) & set(FIXED_VERL_SETTINGS)
 
 
-@pytest.mark.parametrize("loss_type", [t for t in LOSS_TYPES if t != "cispo"])
+@pytest.mark.parametrize("loss_type", [t for t in LOSS_TYPES
+                                       if t not in ("cispo", "sapo")])
 def test_each_loss_type_has_a_verl_aggregation(book, loss_type):
     config = dataclasses.replace(book, loss_type=loss_type)
     values = verl_overrides(config)
@@ -377,6 +378,15 @@ def test_gspo_maps_to_verl_gspo_and_cispo_is_refused(book):
     config = dataclasses.replace(book, loss_type="cispo", epsilon_high=5.0)
     with pytest.raises(ValueError, match="loss_type='cispo': not mapped to verl"):
         verl_overrides(config)
+    config = dataclasses.replace(book, loss_type="sapo")
+    with pytest.raises(ValueError, match="loss_type='sapo': not mapped to verl"):
+        verl_overrides(config)
+
+
+def test_delta_is_verls_dual_clip(book):
+    key = "actor_rollout_ref.actor.clip_ratio_c"
+    assert verl_overrides(book)[key] == 3.0  # verl's default, which it always applies
+    assert verl_overrides(dataclasses.replace(book, delta=4.0))[key] == 4.0
 
 
 def test_knobs_that_change_several_keys(book):
@@ -433,6 +443,8 @@ REFUSED = [
     ({"device": "cpu"}, "verl trains on GPUs"),
     ({"resume_from_checkpoint": "runs/x/checkpoint-50"}, "global_step_<N>"),
     ({"model_dtype": "auto"}, "model_dtype='auto'"),
+    ({"top_entropy_quantile": 0.2}, "no high-entropy token mask"),
+    ({"off_policy_mask_threshold": 0.5}, "no off-policy sequence mask"),
 ]
 
 
