@@ -1003,6 +1003,8 @@ class GRPOTrainer(TrainingLoop):
         tokens_seen = entropy_sum = 0.0
         losses, norms, skipped = [], [], 0
         need_entropy = cfg.entropy_coef > 0 or cfg.top_entropy_quantile < 1
+        behaviour = old if sampler_logp is None else sampler_logp  # [B, C] or None
+        sapo = (cfg.sapo_temperature_pos, cfg.sapo_temperature_neg)
         for it in range(cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
             total_loss, bad = 0.0, None
@@ -1018,9 +1020,8 @@ class GRPOTrainer(TrainingLoop):
                     logp if old is None else old[sl], sampler_logp[sl], mask[sl],
                     weights_seen if it == 0 else None)  # pi_old / pi_sampler
                 keep, counted = self._kept_terms(  # None, mask[sl]: every term
-                    logp, ent if need_entropy else None, adv[sl], mask[sl],
-                    sampler_logp[sl] if sampler_logp is not None
-                    else None if old is None else old[sl])
+                    logp, ent, adv[sl], mask[sl],
+                    None if behaviour is None else behaviour[sl])
                 loss, st = policy_loss(
                     logp,
                     None if old is None else old[sl],
@@ -1037,10 +1038,7 @@ class GRPOTrainer(TrainingLoop):
                     num_items_in_batch=num_items,
                     sampling_weights=weights,
                     importance_sampling_level=cfg.importance_sampling_level,
-                    delta=cfg.delta,
-                    keep=keep,
-                    sapo_temperatures=(cfg.sapo_temperature_pos,
-                                       cfg.sapo_temperature_neg),
+                    delta=cfg.delta, keep=keep, sapo_temperatures=sapo,
                 )
                 if cfg.entropy_coef > 0:  # L - c * mean entropy / K, as TRL
                     loss = loss - cfg.entropy_coef * entropy_bonus(ent, counted) / (
@@ -1105,9 +1103,10 @@ class GRPOTrainer(TrainingLoop):
 
     def _kept_terms(self, logp, entropy, advantages, mask, behaviour_logp):
         """``policy_loss``'s ``keep`` (``None``: every term) and the tokens the entropy
-        bonus averages over: the high-entropy tokens (``top_entropy_quantile``) and
-        the completions the off-policy mask keeps (``off_policy_mask_threshold``;
-        ``behaviour_logp``: the sampler's or old log-probs, ``None`` on-policy)."""
+        bonus averages over: the high-entropy tokens (``top_entropy_quantile``;
+        ``entropy`` is read only then) and the completions the off-policy mask keeps
+        (``off_policy_mask_threshold``; ``behaviour_logp``: the sampler's or old
+        log-probs, ``None`` on-policy)."""
         cfg = self.config
         keep, counted = None, mask  # [b, C]
         if cfg.top_entropy_quantile < 1:
