@@ -21,7 +21,7 @@ that choice decides which completions the gradient favours (short or long ones):
   surrogate to a stop-gradient weight, so no token loses its gradient (MiniMax-M1,
   2025; TRL ``loss_type="cispo"``).
 
-* ``sapo`` — :math:`-\\frac{4}{\\tau}\\sigma\\big(\\tau(\\rho_{i,t}-1)\\big) A_i` in
+* ``sapo`` — :math:`-\\frac{4}{\\gamma}\\sigma\\big(\\gamma(\\rho_{i,t}-1)\\big) A_i` in
   place of the clipped term, a smooth gate instead of a hard clip (SAPO, Gao et al.
   2025; TRL ``loss_type="sapo"``), aggregated as ``grpo``.
 
@@ -162,19 +162,20 @@ def clipped_token_loss(
 ) -> torch.Tensor:
     """Negated clipped surrogate per token (PPO eq. 7, DeepSeekMath eq. 3).
 
-    .. math:: \\ell_{i,t} = -\\min\\big(\\min(\\rho_{i,t}, \\delta) A_i,\\;
+    .. math:: \\ell_{i,t} = -\\min\\big(\\min(\\rho_{i,t}, \\rho_{\\max}) A_i,\\;
         \\operatorname{clip}(\\rho_{i,t}, 1-\\varepsilon_{\\mathrm{low}},
                              1+\\varepsilon_{\\mathrm{high}}) A_i\\big)
 
-    ``delta=None`` is :math:`\\delta = \\infty`, PPO's clip. With ``A < 0`` PPO's min
-    keeps the unclipped :math:`\\rho A`, so one token whose ratio has grown far can
-    weigh without bound; two-sided clipping caps that ratio at
-    :math:`\\delta > 1 + \\varepsilon_{\\mathrm{high}}`, beyond which the token has no
-    gradient (INTELLECT-2, which uses 4; verl's "dual clip", ``clip_ratio_c``).
+    ``delta`` is :math:`\\rho_{\\max}`; ``None`` is :math:`\\rho_{\\max} = \\infty`,
+    PPO's clip. With ``A < 0`` PPO's min keeps the unclipped :math:`\\rho A`, so one
+    token whose ratio has grown far can weigh without bound; two-sided clipping caps
+    that ratio at :math:`\\rho_{\\max} > 1 + \\varepsilon_{\\mathrm{high}}`, beyond
+    which the token has no gradient (INTELLECT-2, which uses 4; verl's "dual clip",
+    ``clip_ratio_c``).
     ``ratio``: ``[B, T]`` token ratios, or ``[B, 1]`` GSPO sequence ratios. Returns the
     per-token loss, ``[B, T]`` or ``[B, 1]`` (the aggregation broadcasts it).
     """
-    if delta is not None:  # clip(min(rho, delta)) = clip(rho), as delta > 1 + eps_high
+    if delta is not None:  # clip(min(rho, rho_max)) = clip(rho): rho_max > 1 + eps_high
         ratio = ratio.clamp(max=delta)
     return -clipped_surrogate(ratio, advantages, epsilon=epsilon,
                               epsilon_high=epsilon_high)
@@ -228,23 +229,24 @@ def cispo_token_loss(
 
 
 def sapo_token_loss(
-    ratio: torch.Tensor, advantages: torch.Tensor, tau_pos: float = 1.0,
-    tau_neg: float = 1.05,
+    ratio: torch.Tensor, advantages: torch.Tensor, gamma_pos: float = 1.0,
+    gamma_neg: float = 1.05,
 ) -> torch.Tensor:
     """SAPO per token: a sigmoid gate on the ratio in place of the hard clip.
 
-    .. math:: \\ell_{i,t} = -\\frac{4}{\\tau_i}\\,
-              \\sigma\\big(\\tau_i(\\rho_{i,t} - 1)\\big)\\, A_i, \\qquad
-              \\tau_i = \\tau_{+} \\text{ if } A_i > 0 \\text{ else } \\tau_{-}
+    .. math:: \\ell_{i,t} = -\\frac{4}{\\gamma_i}\\,
+              \\sigma\\big(\\gamma_i(\\rho_{i,t} - 1)\\big)\\, A_i, \\qquad
+              \\gamma_i = \\gamma_{+} \\text{ if } A_i > 0 \\text{ else } \\gamma_{-}
 
     Its gradient is :math:`-4\\sigma(1-\\sigma)\\,\\rho_{i,t} A_i
     \\nabla\\log\\pi_\\theta`: at :math:`\\rho = 1` exactly GRPO's, and it fades
-    smoothly as the ratio leaves 1, faster for larger :math:`\\tau` (Gao et al. 2025,
-    TRL's defaults :math:`\\tau_+ = 1`, :math:`\\tau_- = 1.05`). ``ratio`` ``[B, T]``
-    or ``[B, 1]``, ``advantages`` ``[B, 1]`` or ``[B, T]``.
+    smoothly as the ratio leaves 1, faster for a sharper gate :math:`\\gamma` (Gao et
+    al. 2025 call it a temperature; TRL's defaults :math:`\\gamma_+ = 1`,
+    :math:`\\gamma_- = 1.05`). ``ratio`` ``[B, T]`` or ``[B, 1]``, ``advantages``
+    ``[B, 1]`` or ``[B, T]``.
     """
-    tau = torch.where(advantages > 0, tau_pos, tau_neg)  # [B, 1] or [B, T]
-    return -torch.sigmoid(tau * (ratio - 1)) * 4 / tau * advantages  # [B, T]
+    gamma = torch.where(advantages > 0, gamma_pos, gamma_neg)  # [B, 1] or [B, T]
+    return -torch.sigmoid(gamma * (ratio - 1)) * 4 / gamma * advantages  # [B, T]
 
 
 @torch.no_grad()
@@ -253,14 +255,15 @@ def high_entropy_mask(
 ) -> torch.Tensor:
     """The tokens whose entropy is in the top ``quantile`` share of this micro-batch.
 
-    .. math:: k_{i,t} = m_{i,t}\\,[H_{i,t} \\ge H_{(1-\\rho)}]
+    .. math:: m_{i,t}\\,\\mathbb 1\\big[H_{i,t} \\ge H_{(1-\\lambda)}\\big]
 
-    :math:`H_{(1-\\rho)}` is the :math:`1-\\rho` quantile of the entropies of the
-    active tokens (``torch.quantile``, linear interpolation). Wang et al. (2025) find
-    that RL's gains come from the ~20% of tokens where the policy hesitates ("forks")
-    and keep only their policy gradient, :math:`\\rho = 0.2` (TRL's
-    ``top_entropy_quantile``, computed over each micro-batch as here). ``entropy``,
-    ``mask``: ``[B, T]``; returns a ``[B, T]`` 0/1 tensor of ``entropy``'s dtype.
+    :math:`H_{(1-\\lambda)}` is the :math:`1-\\lambda` quantile of the entropies of the
+    active tokens (``torch.quantile``, linear interpolation). Wang et al. (2025) keep
+    the policy gradient of only the ~20% of tokens where the policy hesitates
+    ("forks"), :math:`\\lambda = 0.2`: as good as every token on an 8B model, better on
+    14B and 32B (TRL's ``top_entropy_quantile``, over each micro-batch as here).
+    ``entropy``, ``mask``: ``[B, T]``; returns a ``[B, T]`` 0/1 tensor of ``entropy``'s
+    dtype.
     """
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"top_entropy_quantile={quantile!r}: the share of tokens "
@@ -279,14 +282,15 @@ def off_policy_sequence_mask(
 ) -> torch.Tensor:
     """DeepSeek-V3.2's off-policy sequence mask: which completions keep their term.
 
-    .. math:: k_i = \\big[A_i \\ge 0 \\;\\lor\\; \\tfrac{1}{|o_i|}\\sum_t
-              \\big(\\log\\mu(o_{i,t}) - \\log\\pi_\\theta(o_{i,t})\\big)
-              \\le \\delta_{\\mathrm{KL}}\\big]
+    .. math:: \\mathbb 1\\Big[A_i \\ge 0 \\;\\lor\\; \\tfrac{1}{|o_i|}\\sum_t
+              \\big(\\log\\pi_{\\theta_{\\mathrm{old}}}(o_{i,t})
+              - \\log\\pi_\\theta(o_{i,t})\\big) \\le \\kappa\\Big]
 
-    :math:`\\mu` is the policy that sampled the completion (the old policy, or the
-    sampler's own log-probs where they differ). A completion with a negative advantage
-    that the current policy has already moved far from teaches little and can
-    destabilise training, so it is dropped (DeepSeek-AI 2025, eq. 9; TRL's
+    :math:`\\pi_{\\theta_{\\mathrm{old}}}` is the policy that sampled the completion
+    (``behaviour_logp``: the old log-probs, or the sampler's own where they differ).
+    A completion with a negative advantage that the current policy has already moved
+    far from teaches little and can destabilise training, so it is dropped
+    (DeepSeek-AI 2025, eq. 9, where the threshold is :math:`\\delta`; TRL's
     ``off_policy_mask_threshold``). On-policy the mean is 0 and nothing is dropped.
     ``advantages`` ``[B]`` or ``[B, 1]``, the rest ``[B, T]``; returns ``[B, 1]``.
     """
@@ -507,7 +511,8 @@ def policy_loss(
         keep: ``[B, T]`` or ``[B, 1]`` 0/1 factors on the policy term only (the KL
             term stays), as TRL applies :func:`high_entropy_mask` and
             :func:`off_policy_sequence_mask`.
-        sapo_temperatures: ``(tau_pos, tau_neg)`` of ``loss_type="sapo"``.
+        sapo_temperatures: ``(gamma_pos, gamma_neg)`` of ``loss_type="sapo"``
+            (TRL's ``sapo_temperature_pos``, ``sapo_temperature_neg``).
 
     Returns:
         ``(loss, stats)``; ``stats`` holds floats measured on this micro-batch's active
