@@ -201,15 +201,15 @@ class GRPOConfig(YAMLConfig):
     """Two-sided clipping (INTELLECT-2): the unclipped ratio capped at ``delta``
     (> 1 + epsilon_high; INTELLECT-2 uses 4); ``None``: PPO's clip alone."""
     sapo_temperature_pos: float = 1.0
-    """``sapo``: the gate's temperature for tokens with A > 0."""
+    """``sapo``: the gate's sharpness (SAPO's "temperature") for tokens with A > 0."""
     sapo_temperature_neg: float = 1.05
-    """``sapo``: the gate's temperature for tokens with A <= 0."""
+    """``sapo``: the gate's sharpness for tokens with A <= 0."""
     top_entropy_quantile: float = 1.0
     """Keep the policy term of this share of each micro-batch's tokens, those of
     highest entropy (Wang et al. 2025 use 0.2); 1 keeps every token."""
     off_policy_mask_threshold: float | None = None
-    """DeepSeek-V3.2: drop completions with A < 0 whose mean log mu - log pi_theta
-    exceeds it (mu: the sampling policy); ``None``: keep all."""
+    """DeepSeek-V3.2: drop completions with A < 0 whose mean log pi_old - log pi_theta
+    exceeds it (pi_old: the policy that sampled them); ``None``: keep all."""
     entropy_coef: float = 0.0
     """Entropy bonus: subtract ``entropy_coef`` x the mean token entropy from the loss
     (TRL's ``entropy_coef``); 0 means none."""

@@ -346,14 +346,14 @@ _ADAPTIVE = ("Skywork-OR1's adaptive entropy bonus (off by default); ours keeps 
 _TR_DPO = "TR-DPO: pull the reference model toward the policy; ours keeps it frozen"
 _GENERATE = "transformers' generate options; ours samples with rollout_engine"
 _LOG = "TRL's logging of completions; ours: sample_every and num_print_samples"
+_VESPO = "loss_type='vespo' (gamma-shaped sequence weights), not in ours"
+_LOAD = "how TRL loads a model by name; ours: model_name_or_path and model_dtype"
 TRL_ONLY: dict[str, str] = {
     # the algorithm
     "steps_per_generation": "several optimizer steps per generation batch (off-policy "
                             "after the first); ours: num_iterations passes per rollout",
-    "vespo_k_pos": "loss_type='vespo' (gamma-shaped sequence weights), not in ours",
-    "vespo_lambda_pos": "loss_type='vespo', not in ours",
-    "vespo_k_neg": "loss_type='vespo', not in ours",
-    "vespo_lambda_neg": "loss_type='vespo', not in ours",
+    "vespo_k_pos": _VESPO, "vespo_lambda_pos": _VESPO, "vespo_k_neg": _VESPO,
+    "vespo_lambda_neg": _VESPO,
     "sync_ref_model": _TR_DPO, "ref_model_mixup_alpha": _TR_DPO,
     "ref_model_sync_steps": _TR_DPO,
     "use_adaptive_entropy": _ADAPTIVE, "entropy_coef_min": _ADAPTIVE,
@@ -382,8 +382,7 @@ TRL_ONLY: dict[str, str] = {
     "vllm_importance_sampling_cap": "deprecated since TRL 1.6: the old name of "
                                     "vllm_importance_sampling_clip_max",
     # loading, data, memory and logs
-    "model_init_kwargs": "how TRL loads a model by name; ours: model_dtype",
-    "trust_remote_code": "how TRL loads a model by name",
+    "model_init_kwargs": _LOAD, "trust_remote_code": _LOAD,
     "chat_template_kwargs": "extra arguments to the chat template",
     "shuffle_dataset": "ours draws prompts in a seeded random order",
     "pad_to_multiple_of": "padding of the update's tensors (speed only)",
@@ -434,15 +433,19 @@ def _trl_defaults() -> dict[str, Any]:
 def trl_only_fields() -> dict[str, str]:
     """TRL's GRPO fields (``trl.GRPOConfig``'s own, not those it inherits from
     ``transformers.TrainingArguments``) that the bridge neither maps nor fixes, each
-    with :data:`TRL_ONLY`'s note; a field TRL added since :data:`TRL_VERSION` gets
-    ``""``, so the table shows it instead of leaving it out."""
+    with :data:`TRL_ONLY`'s note, in its order (by topic); a field TRL added since
+    :data:`TRL_VERSION` comes last with ``""``, so the table shows it instead of
+    leaving it out."""
     import transformers
 
     trl = _import_trl()
     inherited = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
     handled = set(TRL_FIELDS) | set(FIXED_TRL_SETTINGS)
-    return {f.name: TRL_ONLY.get(f.name, "") for f in dataclasses.fields(trl.GRPOConfig)
-            if f.name not in inherited and f.name not in handled}
+    theirs = [f.name for f in dataclasses.fields(trl.GRPOConfig)
+              if f.name not in inherited and f.name not in handled]
+    order = {name: k for k, name in enumerate(TRL_ONLY)}  # by topic; new ones last
+    return {name: TRL_ONLY.get(name, "")
+            for name in sorted(theirs, key=lambda n: order.get(n, len(order)))}
 
 
 def _refusals(config: GRPOConfig, overrides: dict, trl_names: set) -> list[str]:

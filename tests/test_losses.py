@@ -320,6 +320,30 @@ def _micro_batches(batch, micro_batches):
         yield rows, inputs, input_ids, attention
 
 
+def _assert_matches_trl(loss, trl_loss, model, trl_grads, where):
+    """Our loss and the parameters' gradients equal TRL's to round-off."""
+    assert abs(loss.item() - trl_loss.item()) < 1e-6, where
+    for ours, theirs in zip((p.grad for p in model.parameters()), trl_grads):
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5,
+                                   msg=lambda m: f"{where}: {m}")
+
+
+def _old_and_ref(trainer, batch, rows, inputs, input_ids, attention, off_policy,
+                 beta):
+    """The micro-batch's old log-probs (noised when off-policy, else None) and
+    reference log-probs, put into TRL's ``inputs`` the way its trainer puts them."""
+    with torch.no_grad():
+        logp0, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model, input_ids, attention, L_MAX)  # [b, C]
+    old = (logp0 + batch["old_noise"][rows]) if off_policy else None
+    ref = logp0 + batch["ref_noise"][rows]
+    if old is not None:
+        inputs["old_per_token_logps"] = old
+    if beta != 0.0:
+        inputs["ref_per_token_logps"] = ref
+    return old, ref
+
+
 def _trl_loss_and_grads(trainer, inputs):
     """TRL's own ``_compute_loss`` on ``inputs``, and the parameter gradients."""
     trainer.model.zero_grad()
@@ -390,16 +414,8 @@ def test_matches_trl_compute_loss(
     total_tokens = batch["completion_mask"].sum()
     parts = _micro_batches(batch, micro_batches)
     for k, (rows, inputs, input_ids, attention) in enumerate(parts):
-        with torch.no_grad():
-            logp0, _, _ = trainer._get_per_token_logps_and_entropies(
-                model, input_ids, attention, L_MAX
-            )  # [b, C]
-        old = (logp0 + batch["old_noise"][rows]) if off_policy else None
-        ref = logp0 + batch["ref_noise"][rows]
-        if old is not None:
-            inputs["old_per_token_logps"] = old
-        if beta != 0.0:
-            inputs["ref_per_token_logps"] = ref
+        old, ref = _old_and_ref(trainer, batch, rows, inputs, input_ids, attention,
+                                off_policy, beta)
 
         # TRL's own loss code, unmodified
         trl_loss, trl_grads = _trl_loss_and_grads(trainer, inputs)
@@ -431,11 +447,7 @@ def test_matches_trl_compute_loss(
             f"{loss_type} {level} beta={beta} correction={correction} "
             f"eps_high={epsilon_high} micro-batches={micro_batches} #{k}"
         )
-        assert abs(loss.item() - trl_loss.item()) < 1e-6, where
-        for ours, theirs in zip((p.grad for p in model.parameters()), trl_grads):
-            torch.testing.assert_close(
-                ours, theirs, atol=1e-6, rtol=1e-5, msg=lambda m: f"{where}: {m}"
-            )
+        _assert_matches_trl(loss, trl_loss, model, trl_grads, where)
         metrics = trainer._metrics["train"]
         if loss_type == "cispo" and level == "token":
             assert stats["clip_frac_high"] == pytest.approx(
@@ -482,10 +494,7 @@ def test_entropy_bonus_matches_trl(model_dir, batch, tmp_path, loss_type,
         loss = loss - coef * entropy_bonus(ent, mask) / micro_batches
         loss.backward()
         where = f"{loss_type} micro-batches={micro_batches} #{k}"
-        assert abs(loss.item() - trl_loss.item()) < 1e-6, where
-        for ours, theirs in zip((p.grad for p in model.parameters()), trl_grads):
-            torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5,
-                                       msg=lambda m: f"{where}: {m}")
+        _assert_matches_trl(loss, trl_loss, model, trl_grads, where)
 
 
 # The knobs that cap or drop single terms, and SAPO's gate: (loss_type, level, beta,
@@ -524,15 +533,8 @@ def test_knobs_match_trl_compute_loss(model_dir, batch, tmp_path, loss_type, lev
     acted = []  # did the knob change anything on this batch?
     for k, (rows, inputs, input_ids, attention) in enumerate(
             _micro_batches(batch, micro_batches)):
-        with torch.no_grad():
-            logp0, _, _ = trainer._get_per_token_logps_and_entropies(
-                model, input_ids, attention, L_MAX)  # [b, C]
-        old = (logp0 + batch["old_noise"][rows]) if off_policy else None
-        ref = logp0 + batch["ref_noise"][rows]
-        if old is not None:
-            inputs["old_per_token_logps"] = old
-        if beta != 0.0:
-            inputs["ref_per_token_logps"] = ref
+        old, ref = _old_and_ref(trainer, batch, rows, inputs, input_ids, attention,
+                                off_policy, beta)
         trl_loss, trl_grads = _trl_loss_and_grads(trainer, inputs)
 
         model.zero_grad()
@@ -553,10 +555,7 @@ def test_knobs_match_trl_compute_loss(model_dir, batch, tmp_path, loss_type, lev
             loss = loss - coef * entropy_bonus(ent, counted) / micro_batches
         loss.backward()
         where = f"{loss_type} {level} {knobs} #{k}"
-        assert abs(loss.item() - trl_loss.item()) < 1e-6, where
-        for mine, theirs in zip((p.grad for p in model.parameters()), trl_grads):
-            torch.testing.assert_close(mine, theirs, atol=1e-6, rtol=1e-5,
-                                       msg=lambda m: f"{where}: {m}")
+        _assert_matches_trl(loss, trl_loss, model, trl_grads, where)
         if keep is not None:
             acted.append(bool((keep * mask).sum() < mask.sum()))
         if "delta" in knobs and old is not None:
