@@ -31,7 +31,7 @@ def show_source(obj: Callable | type | Any, *, docstring: bool = True,
     try:
         lines, first = inspect.getsourcelines(obj)
         first = max(first, 1)  # a module's source starts at line 1 (inspect says 0)
-        path = inspect.getsourcefile(obj) or "?"
+        path = inspect.getsourcefile(inspect.unwrap(obj)) or "?"  # a decorated one's
     except (OSError, TypeError) as err:
         raise TypeError(f"show_source needs a function or class defined in Python, "
                         f"got {obj!r}: {err}") from None

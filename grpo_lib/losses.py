@@ -249,7 +249,6 @@ def sapo_token_loss(
     return -torch.sigmoid(gamma * (ratio - 1)) * 4 / gamma * advantages  # [B, T]
 
 
-@torch.no_grad()
 def high_entropy_mask(
     entropy: torch.Tensor, mask: torch.Tensor, quantile: float
 ) -> torch.Tensor:
@@ -268,6 +267,7 @@ def high_entropy_mask(
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"top_entropy_quantile={quantile!r}: the share of tokens "
                          f"kept, between 0 and 1 (1 keeps all; the paper uses 0.2).")
+    entropy = entropy.detach()  # a mask: no gradient flows through it
     active = entropy[mask.bool()].float()  # [N]
     if active.numel() == 0:
         return torch.zeros_like(entropy)
@@ -275,7 +275,6 @@ def high_entropy_mask(
     return ((entropy * mask >= threshold) & mask.bool()).to(entropy.dtype)
 
 
-@torch.no_grad()
 def off_policy_sequence_mask(
     advantages: torch.Tensor, logp: torch.Tensor, behaviour_logp: torch.Tensor,
     mask: torch.Tensor, threshold: float,
@@ -294,8 +293,8 @@ def off_policy_sequence_mask(
     ``off_policy_mask_threshold``). On-policy the mean is 0 and nothing is dropped.
     ``advantages`` ``[B]`` or ``[B, 1]``, the rest ``[B, T]``; returns ``[B, 1]``.
     """
-    adv = advantages.reshape(len(advantages), -1)[:, :1]  # [B, 1]
-    gap = torch.nan_to_num(behaviour_logp - logp.detach(), nan=0.0) * mask  # [B, T]
+    adv = advantages.detach().reshape(len(advantages), -1)[:, :1]  # [B, 1]
+    gap = (behaviour_logp.detach() - logp.detach()).nan_to_num(nan=0.0) * mask
     mean_gap = gap.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)
     return ((adv >= 0) | (mean_gap <= threshold)).to(logp.dtype)  # [B, 1]
 

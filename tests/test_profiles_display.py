@@ -113,6 +113,14 @@ def test_show_source_on_a_library_function_names_its_module(capsys):
     assert first.startswith("# grpo_lib/profiles.py, line ")
 
 
+def test_show_source_names_the_module_of_a_decorated_function(capsys):
+    from grpo_lib import losses
+
+    display.show_source(losses._masked_mean)  # under @torch.no_grad()
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("# grpo_lib/losses.py, line ")
+
+
 def test_show_source_rejects_objects_without_python_source():
     with pytest.raises(TypeError, match="show_source needs a function or class"):
         display.show_source(len)
