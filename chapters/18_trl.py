@@ -151,6 +151,21 @@ say(f"{len(differ)} of the {len(knobs)} mapped fields differ; the other "
     + ", ".join(f"`{name}`" for name in fixed_differ["trl"]) + ".")
 
 # %% [markdown]
+# TRL has more GRPO knobs than our trainer: vLLM's, logging, and some newer
+# algorithms. `knob_table(all_settings=True)` lists them too (`kind == "TRL only"`),
+# each with what it is for, and a test fails when a TRL release adds one the table
+# does not explain. Grouped by what they are for:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+only = knob_table(all_settings=True).query("kind == 'TRL only'")
+for note, names in only.groupby("note", sort=False)["trl"]:
+    print(textwrap.fill(", ".join(names), 88))
+    print(textwrap.fill(note, 88, initial_indent="  -> ", subsequent_indent="     "))
+say(f"TRL {trl.__version__} has {len(only)} GRPO fields of its own that our "
+    f"configuration lacks, against the {len(knobs)} it maps.")
+
+# %% [markdown]
 # Two of TRL's defaults depart from the objective of the GRPO paper: `loss_type`, in
 # the table above, and `beta`, which the table leaves out because our default is the
 # same. TRL's own help text says what they mean:
