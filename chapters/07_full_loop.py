@@ -198,8 +198,8 @@ print("log pi(o_i | q), first group:", seq_logp[:G].detach())
 # $\rho_{i,t}$ is still $\nabla \log \pi_\theta$. `policy_loss` puts the clipped
 # surrogate of {doc}`chapter 2 <02_objective>` per token, adds the KL penalty when
 # $\beta > 0$, and averages the tokens as `loss_type` says
-# ({doc}`chapter 8 <08_loss_variants>` compares the ways). The part that builds the
-# loss:
+# ({doc}`chapter 8 <08_loss_variants>` compares the ways, and the other branches and
+# `keep`). The part that builds the loss:
 
 # %%
 show_source(policy_loss, start="old_logp = logp.detach() if old_logp is None",
@@ -296,7 +296,9 @@ show_source(GRPOTrainer.advantages, docstring=False)
 # batch fits in memory: each micro-batch's loss is scaled by its share of the rows
 # (`num_micro_batches=B / rows`), so the accumulated gradient is that of the whole
 # batch. After the loop it clips the gradient norm, and steps the optimizer and the
-# learning-rate schedule.
+# learning-rate schedule. `_kept_terms` and the arguments `delta`, `keep` and
+# `sapo_temperatures` belong to knobs of {ref}`chapter 8 <ch08-four-knobs>`; at their
+# defaults they change nothing.
 
 # %%
 show_source(GRPOTrainer._update, start="for k, sl in enumerate(chunks):",
