@@ -933,10 +933,10 @@ show_source(losses.cispo_token_loss, docstring=False)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-def one_token_grad(**kw):
-    """dL/dlogp of one token with ratio 2 and advantage +1."""
-    logp = torch.tensor([[np.log(2.0)]], requires_grad=True)
-    loss, stats = policy_loss(logp, torch.zeros(1, 1), torch.tensor([1.0]),
+def one_token_grad(ratio=2.0, advantage=1.0, **kw):
+    """dL/dlogp of one token with this ratio and advantage, and its clipped share."""
+    logp = torch.tensor([[float(np.log(ratio))]], requires_grad=True)
+    loss, stats = policy_loss(logp, torch.zeros(1, 1), torch.tensor([advantage]),
                               torch.ones(1, 1), **kw)
     (grad,) = torch.autograd.grad(loss, logp)
     return grad.item(), stats["clip_frac_high"]
@@ -1174,11 +1174,8 @@ show_source(losses.off_policy_sequence_mask, docstring=False)
 # NBVAL_CHECK_OUTPUT
 def token_weight(ratio, advantage, **kw):
     """-dL/dlogp / A for one token with this ratio and advantage."""
-    logp = torch.tensor([[float(np.log(ratio))]], requires_grad=True)
-    loss, _ = policy_loss(logp, torch.zeros(1, 1), torch.tensor([advantage]),
-                          torch.ones(1, 1), **kw)
-    (grad,) = torch.autograd.grad(loss, logp)
-    return 0.0 - grad.item() / advantage  # 0.0 - ...: no "-0.00" for a zero weight
+    grad, _ = one_token_grad(ratio, advantage, **kw)
+    return 0.0 - grad / advantage  # 0.0 - ...: no "-0.00" for a zero weight
 
 
 GATES = {"grpo (clip 0.2)": {}, "two-sided, rho_max 2": dict(delta=2.0),

@@ -264,9 +264,7 @@ def high_entropy_mask(
     ``entropy``, ``mask``: ``[B, T]``; returns a ``[B, T]`` 0/1 tensor of ``entropy``'s
     dtype.
     """
-    if not 0.0 <= quantile <= 1.0:
-        raise ValueError(f"top_entropy_quantile={quantile!r}: the share of tokens "
-                         f"kept, between 0 and 1 (1 keeps all; the paper uses 0.2).")
+    check_entropy_quantile(quantile)
     entropy = entropy.detach()  # a mask: no gradient flows through it
     active = entropy[mask.bool()].float()  # [N]
     if active.numel() == 0:
@@ -355,11 +353,25 @@ def sampling_importance_weights(
         return w.masked_fill((w < low) | (w > high), 0.0)
 
 
+def check_entropy_quantile(quantile: float) -> None:
+    """``top_entropy_quantile`` is a share of tokens: 0 to 1."""
+    if not 0.0 <= quantile <= 1.0:
+        raise ValueError(f"top_entropy_quantile={quantile!r}: the share of tokens "
+                         f"kept, between 0 and 1 (1 keeps all; Wang et al. use 0.2).")
+
+
 def check_loss_settings(
     loss_type: str, epsilon_high: float | None, importance_sampling_level: str,
     delta: float | None = None, epsilon: float = 0.2,
+    sapo_temperatures: tuple[float, float] = (1.0, 1.05),
 ) -> None:
     """The settings that only some loss types accept; one message each."""
+    for name, gamma in zip(("sapo_temperature_pos", "sapo_temperature_neg"),
+                           sapo_temperatures):
+        if not (math.isfinite(gamma) and gamma > 0):
+            raise ValueError(
+                f"{name}={gamma!r}: the SAPO gate's temperature must be > 0 (TRL's "
+                f"defaults: 1.0 for A > 0, 1.05 for A <= 0).")
     if delta is not None:
         eps_high = epsilon if epsilon_high is None else epsilon_high
         if loss_type not in CLIPPED_LOSS_TYPES:
@@ -527,7 +539,7 @@ def policy_loss(
     """
     _check_inputs(logp, old_logp, advantages, mask, loss_type, epsilon, beta, ref_logp)
     check_loss_settings(loss_type, epsilon_high, importance_sampling_level, delta,
-                        epsilon)
+                        epsilon, sapo_temperatures)
     mask = mask.to(logp.dtype)  # [B, T]
     advantages = advantages.to(logp.dtype)  # [B] or [B, T]
     adv = (

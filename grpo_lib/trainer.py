@@ -55,9 +55,9 @@ from .advantages import decoupled_advantages, group_advantages
 from .evaluation import completion_correct
 from .fast_decode import FAST_SAMPLERS
 from .logprobs import sequence_logprobs
-from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, check_loss_settings, entropy_bonus,
-                     high_entropy_mask, off_policy_sequence_mask, policy_loss,
-                     sampling_importance_weights)
+from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, check_entropy_quantile,
+                     check_loss_settings, entropy_bonus, high_entropy_mask,
+                     off_policy_sequence_mask, policy_loss, sampling_importance_weights)
 from .optim import CPUOffloadAdamW
 from .sampling import Rollout, generate
 from .shared_prompt import group_logprobs
@@ -370,17 +370,11 @@ class GRPOConfig(YAMLConfig):
         try:
             check_loss_settings(self.loss_type, self.epsilon_high,
                                 self.importance_sampling_level, self.delta,
-                                self.epsilon)
+                                self.epsilon, (self.sapo_temperature_pos,
+                                               self.sapo_temperature_neg))
+            check_entropy_quantile(self.top_entropy_quantile)
         except ValueError as err:
             bad(str(err))
-        for name in ("sapo_temperature_pos", "sapo_temperature_neg"):
-            tau = getattr(self, name)
-            if not (math.isfinite(tau) and tau > 0):
-                bad(f"{name}={tau!r}: the gate's temperature must be > 0 (TRL's "
-                    f"defaults: 1.0 for A > 0, 1.05 for A <= 0).")
-        if not 0.0 <= self.top_entropy_quantile <= 1.0:
-            bad(f"top_entropy_quantile={self.top_entropy_quantile!r}: the share of "
-                f"tokens kept, between 0 and 1 (1 keeps all; Wang et al. use 0.2).")
         threshold = self.off_policy_mask_threshold
         if threshold is not None and not (math.isfinite(threshold) and threshold >= 0):
             bad(f"off_policy_mask_threshold={threshold!r}: a mean log-ratio, >= 0 "

@@ -624,3 +624,12 @@ def test_config_refuses_bad_knobs(knobs, message):
 
     with pytest.raises(ValueError, match=message):
         GRPOConfig(**knobs).validate()
+
+
+@pytest.mark.parametrize("temperatures", [(0.0, 1.05), (1.0, -2.0), (1.0, math.inf)])
+def test_policy_loss_refuses_a_bad_sapo_gate(temperatures):
+    """Called directly, as the config would: an error, not an inf or NaN loss."""
+    logp = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        policy_loss(logp, None, torch.tensor([1.0, -1.0]), torch.ones(2, 3),
+                    loss_type="sapo", sapo_temperatures=temperatures)
