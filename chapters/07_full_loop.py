@@ -276,7 +276,8 @@ step_table.head(G)
 # `GRPOTrainer.train_step` runs exactly these stages. `_sample_batch` calls `generate`
 # and the reward functions; most of the rest of `train_step` computes the step's
 # metrics. The learning happens in these lines (`_deferred_sigint` lets a Ctrl-C
-# wait until the update is complete):
+# wait until the update is complete; `_sync_reference` does nothing unless the KL
+# reference is set to move, {ref}`chapter 9 <ch09-ref-sync>`):
 
 # %%
 show_source(GRPOTrainer.train_step, start="advantages = self.advantages(rewards)",

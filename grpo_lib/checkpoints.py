@@ -77,10 +77,11 @@ def resolve_checkpoint(path: str | Path, output_dir: str | Path) -> Path:
 
 
 def save_checkpoint(output_dir: str | Path, model, tokenizer, optimizer, scheduler,
-                    state: dict) -> Path:
+                    state: dict, others: dict | None = None) -> Path:
     """Write ``output_dir/checkpoint-<state["step"]>/`` atomically (temp dir + rename).
 
-    ``state`` (step, epoch, position, config, ...) becomes ``trainer_state.json``.
+    ``state`` (step, epoch, position, config, ...) becomes ``trainer_state.json``;
+    each of ``others`` (``{"ref_model": model}``) is saved in a folder of its name.
     A folder of the same step (an earlier run's) is replaced.
     """
     output_dir = Path(output_dir)
@@ -92,6 +93,8 @@ def save_checkpoint(output_dir: str | Path, model, tokenizer, optimizer, schedul
         shutil.rmtree(tmp)
     tmp.mkdir()
     _save_model(model, tmp)
+    for name, other in (others or {}).items():
+        _save_model(other, tmp / name)
     tokenizer.save_pretrained(tmp)
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
@@ -105,18 +108,29 @@ def save_checkpoint(output_dir: str | Path, model, tokenizer, optimizer, schedul
     return final
 
 
-def load_checkpoint(path: Path, model, optimizer, scheduler, device) -> dict:
-    """Restore model, optimizer, scheduler and RNGs from ``path``; return its
-    ``trainer_state.json`` (the trainer restores step and data order from it). Every
-    file is read before anything is restored: a damaged one (:func:`read_file`)
-    leaves the run as it was."""
+def load_checkpoint(path: Path, model, optimizer, scheduler, device,
+                    others: dict | None = None) -> dict:
+    """Restore model (and ``others``, as saved), optimizer, scheduler and RNGs from
+    ``path``; return its ``trainer_state.json`` (the trainer restores step and data
+    order from it). Every file is read before anything is restored: a damaged or
+    missing one (:func:`read_file`) leaves the run as it was."""
     state = read_file(path / "trainer_state.json", lambda f: json.loads(f.read_text()))
     weights = _read_weights(path, device)
+    other_weights = {}
+    for name in others or {}:
+        if not (path / name).is_dir():
+            raise ValueError(
+                f"the checkpoint {path} has no {name}/ folder: it was written by a run "
+                f"that did not keep its {name} (sync_ref_model off?); resume with the "
+                f"settings it was written with, or start the run afresh.")
+        other_weights[name] = _read_weights(path / name, device)
     optim, sched = (read_file(path / name, lambda f: torch.load(f, weights_only=True))
                     for name in ("optimizer.pt", "scheduler.pt"))
     rng = read_file(path / "rng_state.pt",  # our own file, numpy's state included
                     lambda f: torch.load(f, weights_only=False))
     _load_model(model, path, weights)
+    for name, other in (others or {}).items():
+        _load_model(other, path / name, other_weights[name])
     optimizer.load_state_dict(optim)
     scheduler.load_state_dict(sched)
     _restore_rng(rng)

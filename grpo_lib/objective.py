@@ -198,3 +198,27 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor,
         return torch.exp(-delta) + delta - 1.0
     raise ValueError(f"kind={kind!r} is not one of {KL_KINDS} (Schulman's estimators; "
                      f"GRPO uses 'k3').")
+
+
+@torch.no_grad()
+def sync_reference(policy: torch.nn.Module, reference: torch.nn.Module,
+                   alpha: float) -> None:
+    """Move the KL reference toward the policy, in place (TR-DPO's soft update).
+
+    .. math:: \\theta_{\\mathrm{ref}} \\leftarrow \\alpha\\,\\theta
+              + (1 - \\alpha)\\,\\theta_{\\mathrm{ref}}
+
+    TR-DPO (Gorbatovski et al. 2024) mixes every :math:`\\tau` steps (TRL's
+    ``ref_model_mixup_alpha``, default 0.6, and ``ref_model_sync_steps``);
+    :math:`\\alpha = 1` replaces the reference by the policy, as ProRL's reference
+    reset does (Liu et al. 2025, which also resets the optimizer). Either way the KL
+    term then pulls toward a recent policy, not the initial one. The two models must
+    have the same parameters.
+    """
+    refs, thetas = list(reference.parameters()), list(policy.parameters())
+    if [r.shape for r in refs] != [t.shape for t in thetas]:
+        raise ValueError("the reference and the policy have different parameters: "
+                         "a reference can only be synced with a model of its shape.")
+    for ref, theta in zip(refs, thetas):
+        ref.mul_(1.0 - alpha).add_(theta.to(ref.dtype), alpha=alpha)
+

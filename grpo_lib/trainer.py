@@ -58,6 +58,7 @@ from .logprobs import sequence_logprobs
 from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, check_entropy_quantile,
                      check_loss_settings, entropy_bonus, high_entropy_mask,
                      off_policy_sequence_mask, policy_loss, sampling_importance_weights)
+from .objective import sync_reference
 from .optim import CPUOffloadAdamW
 from .sampling import Rollout, generate
 from .shared_prompt import group_logprobs
@@ -187,9 +188,18 @@ class GRPOConfig(YAMLConfig):
     """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``, ``reinforce``, ``cispo`` or
     ``sapo``."""
     beta: float = 0.0
-    """KL coefficient to the frozen initial model; 0 means no reference model at all."""
+    """KL coefficient to the reference (the initial model, frozen unless
+    ``sync_ref_model``); 0 means no reference model at all."""
     use_bias_correction_kl: bool = True
     """Multiply the KL term by the ratio (TRL 1.16's default; losses.policy_loss)."""
+    sync_ref_model: bool = False
+    """TR-DPO: every ``ref_model_sync_steps`` steps, move the reference toward the
+    policy (``objective.sync_reference``); needs ``beta > 0``."""
+    ref_model_mixup_alpha: float = 0.6
+    """The policy's share of the new reference, in (0, 1]; 1 resets the reference to
+    the policy (ProRL's reference reset)."""
+    ref_model_sync_steps: int = 512
+    """Steps between two syncs of the reference (TRL counts them x num_iterations)."""
     epsilon: float = 0.2
     """Clip range: the ratio is clipped to [1 - epsilon, 1 + epsilon_high]."""
     epsilon_high: float | None = None
@@ -438,6 +448,17 @@ class GRPOConfig(YAMLConfig):
             )
         if not self.beta >= 0:
             bad(f"beta={self.beta!r}: the KL coefficient must be >= 0.")
+        if self.sync_ref_model and self.beta == 0:
+            bad("sync_ref_model=True moves the KL reference, and beta=0 has none; "
+                "set beta > 0 (e.g. 0.04) or sync_ref_model=False.")
+        if not 0 < self.ref_model_mixup_alpha <= 1:
+            bad(f"ref_model_mixup_alpha={self.ref_model_mixup_alpha!r}: the policy's "
+                f"share of the new reference, in (0, 1] (TRL's default 0.6; 1 resets "
+                f"the reference to the policy).")
+        if not (isinstance(self.ref_model_sync_steps, int)
+                and self.ref_model_sync_steps >= 1):
+            bad(f"ref_model_sync_steps={self.ref_model_sync_steps!r}: the steps "
+                f"between two syncs of the reference, an integer >= 1.")
         if not self.learning_rate > 0:
             bad(f"learning_rate={self.learning_rate!r}: must be > 0.")
         if not (
@@ -657,7 +678,8 @@ class GRPOTrainer(TrainingLoop):
             dicts or a DataFrame.
         eval_dataset: held-out rows for ``eval_every`` (the evaluation harness).
         ref_model: the KL reference; default (when ``beta > 0``) a frozen copy of
-            ``model`` as passed in. Ignored when ``beta == 0``.
+            ``model`` as passed in. Ignored when ``beta == 0``; moved toward the
+            policy in place with ``sync_ref_model``.
         callbacks: functions ``cb(trainer, metrics)`` called after every step.
 
     **A faulty reward function does not stop the run.** If a function raises, it is
@@ -1211,14 +1233,27 @@ class GRPOTrainer(TrainingLoop):
             with _deferred_sigint(self._flag):
                 upd = self._update(rollout, advantages)
                 self.step += 1
+                self._sync_reference()
             self._last_batch = (rollout, rows, rewards, advantages)
         if rollout is None:
             self.step += 1
+            self._sync_reference()
         metrics.update(upd)
         metrics["num_groups"] = len(rows)
         metrics["time_update"] = time.perf_counter() - t_update
         metrics["time_step"] = time.perf_counter() - t_start
         return metrics
+
+    def _sync_reference(self) -> None:
+        """TR-DPO's sync, after every ``ref_model_sync_steps``-th step (TRL's
+        ``SyncRefModelCallback``, at the end of an optimizer step)."""
+        cfg = self.config
+        if cfg.sync_ref_model and self.step % cfg.ref_model_sync_steps == 0:
+            sync_reference(self.model, self.ref_model, cfg.ref_model_mixup_alpha)
+
+    def _checkpointed_models(self) -> dict:
+        # a reference that moves is part of the run's state
+        return {"ref_model": self.ref_model} if self.config.sync_ref_model else {}
 
     # ------------------------------------------------------------------ logging
     def _metric_columns(self) -> list[str]:

@@ -399,6 +399,11 @@ class TrainingLoop:
     def _restore_trainer_state(self, state: dict) -> None:
         """Take back what :meth:`_trainer_state` recorded."""
 
+    def _checkpointed_models(self) -> dict:
+        """Models besides ``model`` whose weights change during the run (a synced
+        reference), by the name of their folder in a checkpoint."""
+        return {}
+
     # ------------------------------------------------------------------ logging
     def _print(self, message: str) -> None:
         from tqdm.auto import tqdm
@@ -426,7 +431,8 @@ class TrainingLoop:
         state = {"step": self.step, "epoch": self.epoch, "position": self.position,
                  **self._trainer_state(), "config": self.config.to_dict()}
         return checkpoints.save_checkpoint(self.output_dir, self.model, self.tokenizer,
-                                           self.optimizer, self.scheduler, state)
+                                           self.optimizer, self.scheduler, state,
+                                           self._checkpointed_models())
 
     def resolve_checkpoint(self, path: str | Path) -> Path:
         """The checkpoint folder ``path`` names (``"latest"``: the highest step in
@@ -434,10 +440,12 @@ class TrainingLoop:
         return checkpoints.resolve_checkpoint(path, self.output_dir)
 
     def load_checkpoint(self, path: str | Path) -> None:
-        """Restore model, optimizer, scheduler, RNGs, step and data order."""
+        """Restore model (and :meth:`_checkpointed_models`), optimizer, scheduler,
+        RNGs, step and data order."""
         path = self.resolve_checkpoint(path)
         state = checkpoints.load_checkpoint(path, self.model, self.optimizer,
-                                            self.scheduler, self.device)
+                                            self.scheduler, self.device,
+                                            self._checkpointed_models())
         self.step, self.epoch, self.position = (
             state["step"], state["epoch"], state["position"])
         self._restore_trainer_state(state)

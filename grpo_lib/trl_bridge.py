@@ -209,6 +209,13 @@ TRL_FIELDS: dict[str, Mapped] = {
     "entropy_coef": Mapped(
         "entropy_coef", None,
         "0 in both; a mean-token-entropy bonus whatever the loss_type"),
+    "sync_ref_model": Mapped("sync_ref_model", None,
+                             "False in both; TR-DPO's reference sync (needs beta > 0)"),
+    "ref_model_mixup_alpha": Mapped("ref_model_mixup_alpha", None,
+                                    "0.6 in both; 1 resets the reference (ProRL)"),
+    "ref_model_sync_steps": Mapped(
+        "ref_model_sync_steps", lambda c: c.ref_model_sync_steps * c.num_iterations,
+        "x μ: TRL counts optimizer steps; 512 in both"),
     "use_bias_correction_kl": Mapped(
         "use_bias_correction_kl", None,
         "True in both (KL x ratio, DeepSeek-V3.2); DeepSeekMath's KL has no ratio"),
@@ -343,7 +350,6 @@ NOT_A_TRL_SETTING: dict[str, str] = {
 _VLLM = "vLLM rollouts on a GPU (chapter 21's recipe); ours samples in-process"
 _ADAPTIVE = ("Skywork-OR1's adaptive entropy bonus (off by default); ours keeps "
              "entropy_coef fixed")
-_TR_DPO = "TR-DPO: pull the reference model toward the policy; ours keeps it frozen"
 _GENERATE = "transformers' generate options; ours samples with rollout_engine"
 _LOG = "TRL's logging of completions; ours: sample_every and num_print_samples"
 _VESPO = "loss_type='vespo' (gamma-shaped sequence weights), not in ours"
@@ -354,8 +360,6 @@ TRL_ONLY: dict[str, str] = {
                             "after the first); ours: num_iterations passes per rollout",
     "vespo_k_pos": _VESPO, "vespo_lambda_pos": _VESPO, "vespo_k_neg": _VESPO,
     "vespo_lambda_neg": _VESPO,
-    "sync_ref_model": _TR_DPO, "ref_model_mixup_alpha": _TR_DPO,
-    "ref_model_sync_steps": _TR_DPO,
     "use_adaptive_entropy": _ADAPTIVE, "entropy_coef_min": _ADAPTIVE,
     "entropy_coef_max": _ADAPTIVE, "entropy_coef_delta": _ADAPTIVE,
     "entropy_target": _ADAPTIVE,

@@ -566,6 +566,14 @@ NO_VERL_EQUIVALENT: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda c: c.beta != 0 and c.use_bias_correction_kl,
         "verl's KL loss has no importance-ratio factor: set "
         "use_bias_correction_kl=False to accept verl's plain k3"),
+    "sync_ref_model": (
+        lambda c: c.sync_ref_model,
+        "this bridge writes no reference sync for verl, whose reference worker loads "
+        "the initial weights: set sync_ref_model=False"),
+    "ref_model_mixup_alpha": (
+        lambda c: False, "only sync_ref_model reads it, which is not mapped to verl"),
+    "ref_model_sync_steps": (
+        lambda c: False, "only sync_ref_model reads it, which is not mapped to verl"),
     "top_entropy_quantile": (
         lambda c: c.top_entropy_quantile < 1,
         "verl 0.9.1's actor has no high-entropy token mask: set it to 1"),

@@ -180,6 +180,12 @@ def _ch09_entropy_per_completion(logits, mask):
     return ((entropy * mask).sum(-1) / mask.sum(-1)).mean().item()  # wrong: per row
 
 
+def _ch09_sync_swapped(policy, reference, alpha):
+    with torch.no_grad():
+        for ref, theta in zip(reference.parameters(), policy.parameters()):
+            ref.mul_(alpha).add_(theta, alpha=1 - alpha)  # wrong: alpha on the old one
+
+
 def _ch11_share_by_runs(reasoning):
     english = len(re.findall(r"[A-Za-z]+", reasoning))
     chinese = len(re.findall(r"[\u4e00-\u9fff]+", reasoning))  # runs, not characters
@@ -425,6 +431,7 @@ WRONG_ATTEMPTS = {
                                       r"expected \[1\], got \[0, 1\].*indices"),
     "ch09.check_mean_entropy": (_ch09_entropy_per_completion,
                                 "averaged each completion first"),
+    "ch09.check_sync_reference": (_ch09_sync_swapped, "You gave alpha to the old"),
     "ch10.check_assistant_mask": (_ch10_mask_without_im_end, "learns to stop"),
     "ch10.check_normalize_trace": (_ch10_normalize_by_split, "one space inside it"),
     "ch10.check_steps_to_reach": (_ch10_steps_with_partial_windows, "full windows"),

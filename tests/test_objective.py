@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from grpo_lib.objective import (clipped_surrogate, clipped_tokens, kl_estimate,
-                                probability_ratio)
+                                probability_ratio, sync_reference)
 
 
 def test_probability_ratio_values_and_gradient():
@@ -197,3 +197,29 @@ def test_sequence_ratio_asks_for_one_advantage_per_sequence():
         clipped_surrogate(ratio, torch.ones(2, 3))
     with pytest.raises(ValueError, match=r"or one per token \(\(2, 3\)\)"):
         clipped_surrogate(torch.ones(2, 3), torch.ones(3, 3))
+
+
+@pytest.mark.parametrize("alpha", [0.6, 1.0])
+def test_sync_reference_is_trls_sync_callback(alpha):
+    """Our TR-DPO step against TRL's own ``SyncRefModelCallback`` on the same pair."""
+    pytest.importorskip("trl")
+    from trl.trainer.callbacks import SyncRefModelCallback
+
+    torch.manual_seed(0)
+    policy = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    ref_ours = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    ref_trl = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    ref_trl.load_state_dict(ref_ours.state_dict())
+    before = [p.clone() for p in ref_ours.parameters()]
+    sync_reference(policy, ref_ours, alpha)
+    SyncRefModelCallback._sync_target_model(policy, ref_trl, alpha)
+    for ours, theirs, old, theta in zip(ref_ours.parameters(), ref_trl.parameters(),
+                                        before, policy.parameters()):
+        assert torch.equal(ours, theirs)
+        assert torch.allclose(ours, alpha * theta + (1 - alpha) * old)
+
+
+def test_sync_reference_refuses_a_model_of_another_shape():
+    with pytest.raises(ValueError, match="different parameters"):
+        sync_reference(torch.nn.Linear(4, 3), torch.nn.Linear(4, 2), 0.5)
+

@@ -486,7 +486,11 @@ def test_dynamic_sampling_metric_must_name_a_reward(tokenizer, tmp_path):
                     [flat, rank], config, ROWS)
 
 
-def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path):
+@pytest.mark.parametrize("sync", [{}, dict(sync_ref_model=True, ref_model_sync_steps=1)],
+                         ids=["frozen reference", "synced reference"])
+def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path, sync):
+    """With ``sync_ref_model`` the reference moved at steps 1 and 2: the checkpoint
+    keeps it, or step 3's KL would pull toward the initial model."""
     config = dict(
         max_steps=3,
         save_every=2,
@@ -495,13 +499,16 @@ def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path):
         beta=0.04,
         warmup_steps=0.3,
         lr_scheduler_type="cosine",
+        **sync,
     )
     # uninterrupted run
     model_a = random_model(tokenizer, size="micro", seed=0)
-    full = GRPOTrainer(
+    full_trainer = GRPOTrainer(
         model_a, tokenizer, [digit_share], _config(tmp_path, **config), ROWS
-    ).train()
+    )
+    full = full_trainer.train()
     checkpoint = tmp_path / "run" / "checkpoint-2"
+    assert (checkpoint / "ref_model").is_dir() == bool(sync)
     assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 2
     # a fresh process would build the same initial model, then resume
     model_b = random_model(tokenizer, size="micro", seed=0)
@@ -515,6 +522,7 @@ def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path):
     metrics = resumed.train()
     assert resumed.step == 3 and len(metrics) == 1
     assert torch.equal(_params(model_b), _params(model_a))
+    assert torch.equal(_params(resumed.ref_model), _params(full_trainer.ref_model))
     skip = {"time_generate", "time_reward", "time_update", "time_step"}
     row_a, row_b = full.iloc[-1], metrics.iloc[-1]
     for column in full.columns:
@@ -855,3 +863,43 @@ def test_no_eval_data_message_names_every_field_to_turn_off(tokenizer, tmp_path,
     with pytest.raises(ValueError, match="eval_every=0 and eval_on_start=false"):
         GRPOTrainer(model, tokenizer, [digit_share], _config(tmp_path, **overrides),
                     ROWS)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.6])
+def test_sync_ref_model_moves_the_reference_every_n_steps(tokenizer, tmp_path, alpha):
+    """TR-DPO's sync after every 2nd step: the reference stays the initial model
+    after step 1 and becomes alpha theta_2 + (1 - alpha) theta_0 after step 2."""
+    model = random_model(tokenizer, size="micro", seed=0)
+    initial = _params(model)
+    seen = {}
+    trainer = GRPOTrainer(model, tokenizer, [digit_share], _config(
+        tmp_path, max_steps=2, beta=0.04, sync_ref_model=True, ref_model_sync_steps=2,
+        ref_model_mixup_alpha=alpha), ROWS,
+        callbacks=[lambda t, m: seen.setdefault(t.step, _params(t.ref_model))])
+    trainer.train()
+    assert torch.equal(seen[1], initial)
+    expected = alpha * _params(model) + (1 - alpha) * initial
+    assert torch.allclose(seen[2], expected, atol=1e-6)
+    assert not torch.allclose(seen[2], initial)
+
+
+def test_a_checkpoint_without_the_synced_reference_is_refused(tokenizer, tmp_path):
+    GRPOTrainer(random_model(tokenizer, size="micro", seed=0), tokenizer,
+                [digit_share], _config(tmp_path, max_steps=1, save_every=1,
+                                       beta=0.04), ROWS).train()
+    fresh = random_model(tokenizer, size="micro", seed=1)
+    trainer = GRPOTrainer(fresh, tokenizer, [digit_share], _config(
+        tmp_path, max_steps=2, beta=0.04, sync_ref_model=True,
+        resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-1")), ROWS)
+    with pytest.raises(ValueError, match="has no ref_model/ folder"):
+        trainer.train()
+
+
+@pytest.mark.parametrize("knobs,message", [
+    (dict(sync_ref_model=True), "beta=0 has none"),
+    (dict(beta=0.04, sync_ref_model=True, ref_model_mixup_alpha=0.0), r"in \(0, 1\]"),
+    (dict(beta=0.04, sync_ref_model=True, ref_model_sync_steps=0), "integer >= 1"),
+])
+def test_sync_ref_model_refuses_bad_settings(tmp_path, knobs, message):
+    with pytest.raises(ValueError, match=message):
+        _config(tmp_path, **knobs).validate()

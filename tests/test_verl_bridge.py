@@ -445,6 +445,8 @@ REFUSED = [
     ({"model_dtype": "auto"}, "model_dtype='auto'"),
     ({"top_entropy_quantile": 0.2}, "no high-entropy token mask"),
     ({"off_policy_mask_threshold": 0.5}, "no off-policy sequence mask"),
+    ({"beta": 0.04, "use_bias_correction_kl": False, "sync_ref_model": True},
+     "no reference sync"),
 ]
 
 

@@ -166,3 +166,59 @@ def check_mean_entropy(fn) -> bool:
     print("check_mean_entropy: the token-mean entropy, in nats, on uniform, random "
           "and very peaked logits.")
     return True
+
+
+def _sync_pair(seed: int):
+    """A policy and its reference: two small networks of one shape, other weights."""
+    torch.manual_seed(seed)
+
+    def net():
+        return torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Linear(4, 3))
+
+    return net(), net()
+
+
+def check_sync_reference(fn) -> bool:
+    """Check ``fn(policy, reference, alpha)``: move ``reference``'s parameters, in
+    place, to ``alpha * theta + (1 - alpha) * theta_ref``; the policy stays as it is.
+
+    Known value: ``alpha = 1`` makes the reference a copy of the policy.
+    """
+    for seed, alpha in [(0, 0.6), (1, 1.0), (2, 0.25)]:
+        policy, reference = _sync_pair(seed)
+        theta = [p.detach().clone() for p in policy.parameters()]
+        before = [p.detach().clone() for p in reference.parameters()]
+        try:
+            fn(policy, reference, alpha)
+        except RuntimeError as err:
+            if "leaf Variable" in str(err):
+                raise AssertionError(
+                    "an in-place change of a parameter that requires grad: do it "
+                    "under torch.no_grad() (nothing here should build a graph)."
+                ) from None
+            raise
+        after = [p.detach() for p in reference.parameters()]
+        if not all(torch.equal(p.detach(), t)
+                   for p, t in zip(policy.parameters(), theta)):
+            raise AssertionError(f"alpha={alpha}: the policy changed; only the "
+                                 f"reference moves toward it.")
+        if all(torch.equal(a, b) for a, b in zip(after, before)):
+            raise AssertionError(
+                f"alpha={alpha}: the reference's parameters did not change. Assigning "
+                f"a new tensor to a loop variable changes nothing; change each "
+                f"parameter in place (.mul_ and .add_, or .copy_).")
+        expected = [alpha * t + (1 - alpha) * b for t, b in zip(theta, before)]
+        swapped = [(1 - alpha) * t + alpha * b for t, b in zip(theta, before)]
+        if all(torch.allclose(a, e, atol=1e-6) for a, e in zip(after, expected)):
+            continue
+        hint = ""
+        if all(torch.allclose(a, s, atol=1e-6) for a, s in zip(after, swapped)):
+            hint = (" You gave alpha to the old reference: alpha is the policy's "
+                    "share of the new reference.")
+        worst = max((a - e).abs().max().item() for a, e in zip(after, expected))
+        raise AssertionError(
+            f"alpha={alpha}: the reference is not alpha * theta + (1 - alpha) * "
+            f"theta_ref (largest difference {worst:.3g}).{hint}")
+    print("check_sync_reference: the reference moves to alpha theta + (1 - alpha) "
+          "theta_ref in place, and the policy stays, for alpha 0.6, 1 and 0.25.")
+    return True
