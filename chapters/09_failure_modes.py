@@ -57,7 +57,7 @@ from grpo_lib.evaluation import evaluate
 from grpo_lib.logprobs import sequence_logprobs
 from grpo_lib.losses import policy_loss
 from grpo_lib.models import load_model_and_tokenizer
-from grpo_lib.objective import kl_estimate
+from grpo_lib.objective import kl_estimate, sync_reference
 from grpo_lib.profiles import profile
 from grpo_lib.runs import (compare_seeds, early_mean, final_eval, late_mean, load_seeds,
                            mean_range, seed_table)
@@ -1037,6 +1037,118 @@ say(f"The base model: held-out strict {base_row['strict_acc']:.3f}, format "
 # ($\beta = 0$ is TRL's default too): there the policy is *supposed* to move far from
 # the base model, and the KL term holds back exactly that.
 #
+# (ch09-ref-sync)=
+# ### A reference that moves
+#
+# A frozen reference ties the policy to the base model for the whole run, and the
+# larger $\beta$, the shorter the leash. Two recipes keep the penalty but move what it
+# measures against. TR-DPO {cite}`gorbatovski2024trdpo` mixes the policy into the
+# reference every few steps,
+# $\theta_{\mathrm{ref}} \leftarrow \alpha\,\theta + (1 - \alpha)\,
+# \theta_{\mathrm{ref}}$; ProRL {cite}`liu2025prorl` replaces the reference by the
+# current policy from time to time during long runs ($\alpha = 1$, a reset). Either way
+# the KL term then holds each stretch of the run near where that stretch began, not
+# near the base model. The trainer does this after every `ref_model_sync_steps`-th
+# step when `sync_ref_model=True`, with $\alpha$ = `ref_model_mixup_alpha` (TRL's
+# names; its defaults are 0.6 and 512 steps). A checkpoint then keeps the reference
+# too, so that a resumed run pulls toward the same one:
+
+# %%
+show_source(sync_reference, docstring=False)
+
+# %% [markdown]
+# The short run at $\beta = 5$ again, now with the reference reset to the policy
+# every 10 steps. Right after a reset the reference *is* the policy that samples the
+# next batch, so that step's `kl` is exactly 0, and it grows again until the next
+# reset:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+SYNC_EVERY = P.pick(smoke=1, cpu=10, gpu=25)
+reset_metrics, reset_eval, _, reset_model = train_run(
+    "beta_5_reset", ["beta=5.0", "sync_ref_model=true", "ref_model_mixup_alpha=1.0",
+                     f"ref_model_sync_steps={SYNC_EVERY}"])
+reset_k3 = kl_from_base(reset_model)[1]
+sync_short = pd.DataFrame({
+    "beta 0": kl_table.loc[0.0], "beta 5, frozen": kl_table.loc[5.0],
+    f"beta 5, reset every {SYNC_EVERY}": {
+        "held-out strict": reset_eval["strict_acc"],
+        "train acc, last third": reset_metrics["accuracy"].tail(last).mean(),
+        "logged kl, last third": reset_metrics["kl"].tail(last).mean(),
+        "k3 to base": reset_k3}}).T
+sync_short[["held-out strict", "train acc, last third", "logged kl, last third",
+            "k3 to base"]].round(4)
+
+# %%
+fig, ax = plt.subplots(figsize=(7.3, 3.0), constrained_layout=True)
+ax.plot(beta_runs[5.0][0]["step"], beta_runs[5.0][0]["kl"], label="frozen reference")
+ax.plot(reset_metrics["step"], reset_metrics["kl"],
+        label=f"reset every {SYNC_EVERY} steps")
+for step in range(SYNC_EVERY, int(reset_metrics["step"].max()), SYNC_EVERY):
+    ax.axvline(step + 0.5, color="gray", ls=":", lw=0.8)  # after step `step`
+ax.set(xlabel="step", ylabel="logged kl (mean k3 per token)",
+       title="beta = 5: the KL to the reference, frozen or reset (dotted)")
+ax.legend(fontsize=9)
+ax.grid(alpha=0.3)
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+after_reset = reset_metrics[reset_metrics["step"] % SYNC_EVERY == 1]["kl"].max()
+say(f"With the reset, the logged `kl` measures the distance from the policy of at most "
+    f"{SYNC_EVERY} steps before: it is "
+    + ("exactly 0" if after_reset == 0 else f"at most {after_reset:.1e}")
+    + f" on the first step after each reset, while the $k_3$ to the base model after "
+    f"training is "
+    f"{reset_k3:.4f} per token against {kl_table.loc[5.0, 'k3 to base']:.4f} with the "
+    f"frozen reference and {kl_table.loc[0.0, 'k3 to base']:.4f} at $\\beta = 0$. "
+    f"Held-out strict accuracy: {reset_eval['strict_acc']:.3f} with the reset, "
+    f"{kl_table.loc[5.0, 'held-out strict']:.3f} frozen, "
+    f"{kl_table.loc[0.0, 'held-out strict']:.3f} at $\\beta = 0$.")
+
+# %% [markdown]
+# Over the full length of chapter 7's configuration (150 steps), two seeds each, with
+# the reference reset every 10 steps or mixed with $\alpha = 0.6$ every 10 steps,
+# beside the frozen pairs at $\beta$ = 5 and 0 from above
+# (`scripts/ch09_ref_sync_runs.sh` made the two new pairs):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+SYNC_RUNS = {"beta 0": "ch08_grpo", "beta 5, frozen": "ch09_beta5",
+             "beta 5, reset every 10": "ch09_beta5_reset10",
+             "beta 5, mix 0.6 every 10": "ch09_beta5_mix10"}
+sync_pairs = {name: load_seeds(stem) for name, stem in SYNC_RUNS.items()}
+seed_table(sync_pairs, {
+    "held-out strict @150": final_eval,
+    "held-out format @150": lambda rs: final_eval(rs, "format_rate"),
+    "train acc, first 10": lambda rs: early_mean(rs, "accuracy"),
+    "train acc, last 25": lambda rs: late_mean(rs, "accuracy"),
+    "logged kl, last 25": lambda rs: late_mean(rs, "kl")},
+    digits={"logged kl, last 25": 4})
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+acc_sync = {name: final_eval(rs) for name, rs in sync_pairs.items()}
+frozen_5, beta_0 = acc_sync["beta 5, frozen"], acc_sync["beta 0"]
+say("Held-out strict accuracy after 150 steps, two seeds each: " + "; ".join(
+    f"{name}: {mean_range(v)}" + ("" if name in ("beta 0", "beta 5, frozen") else
+                                  f", {compare_seeds(v, frozen_5, 'the frozen one')}"
+                                  f" and {compare_seeds(v, beta_0, 'beta 0')}")
+    for name, v in acc_sync.items()) + ".")
+
+# %% [markdown]
+# A reference that moves frees the run that $\beta = 5$ held in place: with either
+# sync, both seeds end far above the frozen pair, though below the $\beta = 0$ pair.
+# Their logged `kl` over the last 25 steps is smaller still than the frozen runs',
+# while their held-out accuracy has moved much further from the base model's. After a
+# sync, `kl` measures the distance from the policy of a few steps before, so it
+# starts again near zero; it no longer says how far the run has gone from where it
+# began. With a moving reference the KL term is a trust region around recent
+# policies, not a leash to the base model; to watch the drift from the base model,
+# measure it separately, as `kl_from_base` does above. The reset's two seeds end
+# further apart than the mix's; two seeds cannot say whether that is the reset or
+# chance.
+#
 # (ch09-zero-variance)=
 # ## Zero-variance groups: all-easy prompts
 #
@@ -1574,7 +1686,7 @@ print(f"by hand: dapo -sum_i A_i |o_i| / N = {dapo_by_hand.item():+.4f}, "
 # | --- | --- | --- |
 # | hackable reward | `reward/<fn>` rises, `accuracy` (unrewarded) and held-out strict accuracy fall | reward the goal, log the goal separately, evaluate held out |
 # | grader with a loophole | `reward/<fn>` above `accuracy` on the same samples (paid but wrong); the exploit's own measure rising (length and repeated trigrams under a length bonus); held-out strict accuracy below a run with a correct grader | parse the answer; score a missing answer as low as a wrong one; log each exploit's measure from step 1, as a reward function at weight 0 |
-# | large $\beta$ | `kl` held small while `accuracy` stays flat; a smaller distance to the base and a smaller held-out gain than a $\beta = 0$ run | $\beta = 0$ for reasoning RL from a base model; otherwise pick $\beta$ from the balance points of {ref}`ch09-kl-balance` |
+# | large $\beta$ | `kl` held small while `accuracy` stays flat; a smaller distance to the base and a smaller held-out gain than a $\beta = 0$ run | $\beta = 0$ for reasoning RL from a base model; otherwise pick $\beta$ from the balance points of {ref}`ch09-kl-balance`, or let the reference move ({ref}`ch09-ref-sync`) |
 # | zero-variance groups | high `zero_std_frac`, smaller `grad_norm` (zero when every group is dead) | filter the prompts; `dynamic_sampling=True` at a generation cost |
 # | entropy collapse | `entropy` falling and `zero_std_frac` rising while the accuracy levels off | a higher sampling temperature; clip-higher where the upper clip binds; an entropy bonus large enough to act; judge each by `zero_std_frac` |
 # | repetition | `repetition_rate` of the harness, `completion_length` and `truncated_frac` rising | check what the reward pays for; a repetition penalty |
@@ -1656,3 +1768,25 @@ try:
 except NotImplementedError:
     print("Not implemented yet: torch.log_softmax gives log p without log(0); the "
           "mean runs over completion tokens only.")
+
+# %% [markdown]
+# **9.5 — A reference that moves.** Write `my_sync_reference(policy, reference,
+# alpha)`: change each parameter of `reference`, in place, to
+# $\alpha\,\theta + (1 - \alpha)\,\theta_{\mathrm{ref}}$ ({ref}`ch09-ref-sync`),
+# leaving `policy` as it is. Then say why a resumed run must load the reference from
+# its checkpoint once the reference has moved.
+
+# %%
+from grpo_lib.exercises.ch09 import check_sync_reference
+
+
+def my_sync_reference(policy, reference, alpha):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_sync_reference(my_sync_reference)
+except NotImplementedError:
+    print("Not implemented yet: walk the two models' parameters side by side; "
+          "parameters require grad, so change them under torch.no_grad().")

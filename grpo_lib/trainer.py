@@ -1236,8 +1236,9 @@ class GRPOTrainer(TrainingLoop):
                 self._sync_reference()
             self._last_batch = (rollout, rows, rewards, advantages)
         if rollout is None:
-            self.step += 1
-            self._sync_reference()
+            with _deferred_sigint(self._flag):  # a sync is not cut half-way either
+                self.step += 1
+                self._sync_reference()
         metrics.update(upd)
         metrics["num_groups"] = len(rows)
         metrics["time_update"] = time.perf_counter() - t_update
