@@ -1107,8 +1107,9 @@ say(f"With the reset, the logged `kl` measures the distance from the policy of a
     f"{kl_table.loc[0.0, 'held-out strict']:.3f} at $\\beta = 0$.")
 
 # %% [markdown]
-# Over the full length of chapter 7's configuration (150 steps), two seeds each, with
-# the reference reset every 10 steps or mixed with $\alpha = 0.6$ every 10 steps,
+# A short run holds few resets, and one seed. Over the full length of chapter 7's
+# configuration (150 steps), two seeds each, with the reference reset every 10 steps
+# or mixed with $\alpha = 0.6$ every 10 steps,
 # beside the frozen pairs at $\beta$ = 5 and 0 from above
 # (`scripts/ch09_ref_sync_runs.sh` made the two new pairs):
 
