@@ -144,7 +144,10 @@ def read_file(file: Path, reader):
     try:
         return reader(file)
     except Exception as err:  # noqa: BLE001 -- zip, safetensors, json, pickle errors
-        found = [d for d in checkpoint_dirs(file.parent.parent) if d != file.parent]
+        # the checkpoint folder: the file's own, or its parent's (ref_model/...)
+        folder = next((p for p in file.parents if p.name.startswith("checkpoint-")),
+                      file.parent)
+        found = [d for d in checkpoint_dirs(folder.parent) if d != folder]
         instead = (f"resume from another of the run's checkpoints, e.g. "
                    f"resume_from_checkpoint={found[-1]}" if found else
                    "start the run afresh (overwrite_output_dir)")

@@ -883,6 +883,24 @@ def test_sync_ref_model_moves_the_reference_every_n_steps(tokenizer, tmp_path, a
     assert not torch.allclose(seen[2], initial)
 
 
+def test_a_damaged_synced_reference_is_named_with_the_other_checkpoint(tokenizer,
+                                                                      tmp_path):
+    sync = dict(beta=0.04, sync_ref_model=True, ref_model_sync_steps=1)
+    GRPOTrainer(random_model(tokenizer, size="micro", seed=0), tokenizer,
+                [digit_share], _config(tmp_path, max_steps=2, save_every=1, **sync),
+                ROWS).train()
+    file = tmp_path / "run" / "checkpoint-2" / "ref_model" / "model.safetensors"
+    file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+    fresh = random_model(tokenizer, size="micro", seed=1)
+    before = _params(fresh)
+    trainer = GRPOTrainer(fresh, tokenizer, [digit_share], _config(
+        tmp_path, max_steps=3, resume_from_checkpoint="latest", **sync), ROWS)
+    with pytest.raises(ValueError, match=r"ref_model.model\.safetensors cannot be "
+                                         r"read .*checkpoint-1"):
+        trainer.train()
+    assert torch.equal(_params(fresh), before)
+
+
 def test_a_checkpoint_without_the_synced_reference_is_refused(tokenizer, tmp_path):
     GRPOTrainer(random_model(tokenizer, size="micro", seed=0), tokenizer,
                 [digit_share], _config(tmp_path, max_steps=1, save_every=1,
