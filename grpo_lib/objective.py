@@ -208,7 +208,7 @@ def sync_reference(policy: torch.nn.Module, reference: torch.nn.Module,
     .. math:: \\theta_{\\mathrm{ref}} \\leftarrow \\alpha\\,\\theta
               + (1 - \\alpha)\\,\\theta_{\\mathrm{ref}}
 
-    TR-DPO (Gorbatovski et al. 2024) mixes every :math:`\\tau` steps (TRL's
+    TR-DPO (Gorbatovski et al. 2024) mixes every few steps (TRL's
     ``ref_model_mixup_alpha``, default 0.6, and ``ref_model_sync_steps``);
     :math:`\\alpha = 1` replaces the reference by the policy, as ProRL's reference
     reset does (Liu et al. 2025, which also resets the optimizer). Either way the KL
