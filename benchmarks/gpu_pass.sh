@@ -37,7 +37,8 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log, keep the C
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee -a "$log"
 step tests 150 "$PY" -m pytest -q -p no:cacheprovider tests/test_graph_decode.py \
-  "tests/test_trainer.py::test_training_steps_run_on_cuda"
+  "tests/test_trainer.py::test_training_steps_run_on_cuda" \
+  "tests/test_trainer.py::test_a_synced_reference_resumes_on_cuda"
 SAMPLER=("$PY" benchmarks/sampler_vs_generate.py --device cuda --dtype bfloat16
          --prompts 8 --G 8 --max-new-tokens 128 --runs 3 --csv "$S")
 for graph in --cuda-graph --no-cuda-graph; do

@@ -38,7 +38,8 @@ tar -xJf .gpu/tree.tar.xz
 } > "$L/device.txt" 2>&1
 cat "$L/device.txt"
 run cuda_tests $((DEADLINE * 3 / 10)) python3 -m pytest -p no:cacheprovider -q -rfEs \
-  tests/test_graph_decode.py "tests/test_trainer.py::test_training_steps_run_on_cuda"
+  tests/test_graph_decode.py "tests/test_trainer.py::test_training_steps_run_on_cuda" \
+  "tests/test_trainer.py::test_a_synced_reference_resumes_on_cuda"
 chapters=()
 for nb in chapters/*.ipynb; do
   case $nb in *16_qwen2_from_scratch*) [ -d data/models/small-qwen2-base ] || continue ;;

@@ -290,6 +290,31 @@ def test_training_steps_run_on_cuda(tokenizer, tmp_path, engine):
     assert next(model.parameters()).device.type == "cuda"
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_synced_reference_resumes_on_cuda(tokenizer, tmp_path):
+    """The moved reference is saved from the GPU and read back onto it on resume;
+    the resumed step 3 lands where the uninterrupted run's did (CUDA kernels may
+    round differently between runs, so close rather than bit-equal)."""
+    config = dict(max_steps=3, save_every=2, beta=0.04, sync_ref_model=True,
+                  ref_model_sync_steps=1, ref_model_mixup_alpha=0.6)
+    model_a = random_model(tokenizer, size="tiny", seed=0).to("cuda")
+    full = GRPOTrainer(model_a, tokenizer, [digit_share],
+                       _config(tmp_path, **config), ROWS)
+    full.train()
+    checkpoint = tmp_path / "run" / "checkpoint-2"
+    model_b = random_model(tokenizer, size="tiny", seed=0).to("cuda")
+    resumed = GRPOTrainer(model_b, tokenizer, [digit_share], _config(
+        tmp_path, resume_from_checkpoint=str(checkpoint), **config), ROWS)
+    resumed.train()
+    assert resumed.step == 3
+    assert next(resumed.ref_model.parameters()).device.type == "cuda"
+    assert torch.allclose(_params(model_b), _params(model_a), atol=1e-4)
+    assert torch.allclose(_params(resumed.ref_model), _params(full.ref_model),
+                          atol=1e-4)
+    assert not torch.allclose(_params(resumed.ref_model), _params(
+        random_model(tokenizer, size="tiny", seed=0)).to("cuda"))
+
+
 def test_metrics_rows_follow_an_existing_header(tokenizer, tmp_path):
     # a metrics.csv written by an older version (fewer columns), then more steps:
     # the new rows must line up with the file's header, not with today's columns
