@@ -137,11 +137,15 @@ class RewardModel(nn.Module):
 
     @classmethod
     def from_causal_lm(cls, model) -> "RewardModel":
-        """The body of ``model`` (a ``*ForCausalLM``, weights copied) and a new head."""
+        """The body of ``model`` (a ``*ForCausalLM``, weights copied) and a new head
+        on the body's device, in its dtype."""
         import copy
 
         body = copy.deepcopy(model.model)
-        return cls(body, model.config.hidden_size)
+        reward_model = cls(body, model.config.hidden_size)
+        weight = next(body.parameters())
+        reward_model.head.to(device=weight.device, dtype=weight.dtype)
+        return reward_model
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         """``[B, T]`` right-padded ids and mask -> ``[B]`` scores."""

@@ -114,6 +114,20 @@ def test_encoding_is_right_padded_and_the_score_ignores_padding(tokenizer, rewar
     assert together[0].item() == pytest.approx(alone[0].item(), abs=1e-5)
 
 
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="needs a CUDA device"))])
+def test_the_new_head_follows_the_bodys_device_and_dtype(tokenizer, device):
+    """A policy in bfloat16 (on a GPU, the book's default there) gets a head in
+    bfloat16 on its device; it was float32 on the CPU, and the first score failed."""
+    policy = random_model(tokenizer, size="micro", seed=0).to(device, torch.bfloat16)
+    model = RewardModel.from_causal_lm(policy)
+    assert model.head.weight.dtype == torch.bfloat16
+    assert model.head.weight.device.type == device
+    ids, mask = encode_pairs_side(tokenizer, ["2 + 3"], ["<answer> 5 </answer>"], 32)
+    assert model(ids.to(device), mask.to(device)).shape == (1,)
+
+
 def test_encoding_cuts_long_texts_and_checks_lengths(tokenizer):
     ids, mask = encode_pairs_side(tokenizer, ["2 + 3"], ["1 " * 500], max_length=40)
     assert ids.shape == (1, 40) and mask.all()
