@@ -14,7 +14,11 @@
 #   git checkout -- .          # every tracked file back
 # .gitignore stays, or .venv would travel. EXCLUDE (an extended regex over paths) leaves
 # out what the check does not need: by default the 41 MB small base, chapter 17's runs
-# and the Countdown bases, so chapters 16 and 17 are not run there.
+# and the Countdown bases, so chapters 16 and 17 are not run there. To run them, pack
+# less of the rest and name them (as on 2026-11-30), for instance chapter 16 alone:
+#   EXCLUDE='^data/runs/|^data/models/(mini-|tiny-qwen2-(cold|count|r1|reas|rew|stage))|^data/(skills|rejection|cold_start|countdown|distill)|^chapters/(0|1[0-57-9]|2)' \
+#     bash scripts/device_pack.sh     # then: CHAPTERS=chapters/16_qwen2_from_scratch.ipynb
+#                                     #       BENCH=0 bash .gpu/device_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXCLUDE=${EXCLUDE:-'^data/models/small-qwen2-base/|^data/runs/ch17_|^data/models/tiny-qwen2-countdown'}
