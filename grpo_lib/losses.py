@@ -23,7 +23,13 @@ that choice decides which completions the gradient favours (short or long ones):
 
 * ``sapo`` — :math:`-\\frac{4}{\\gamma}\\sigma\\big(\\gamma(\\rho_{i,t}-1)\\big) A_i` in
   place of the clipped term, a smooth gate instead of a hard clip (SAPO, Gao et al.
-  2025; TRL ``loss_type="sapo"``), aggregated as ``grpo``.
+  2025; TRL ``loss_type="sapo"``), aggregated as ``grpo``;
+* ``luspo`` — the clipped term aggregated as ``reinforce``, each completion's sum:
+  with GSPO's sequence ratio, each completion's loss times its length (LUSPO, 2026;
+  TRL ``loss_type="luspo"``);
+* ``vespo`` — :math:`-\\mathrm{sg}(\\phi(w_i)) A_i \\log\\pi_\\theta(o_{i,t})`, a
+  gamma-shaped weight of the whole completion's ratio in place of any clip,
+  aggregated as ``dapo`` (VESPO, 2026; TRL ``loss_type="vespo"``).
 
 Orthogonal to the aggregation, ``importance_sampling_level="sequence"`` replaces the
 per-token ratio by one ratio per completion, the geometric mean of its tokens' ratios
@@ -61,9 +67,11 @@ import torch
 
 from .objective import clipped_surrogate, clipped_tokens, kl_estimate, probability_ratio
 
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "reinforce", "cispo", "sapo")
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "reinforce", "cispo", "sapo", "luspo",
+              "vespo")
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
-CLIPPED_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")  # PPO's clipped surrogate
+CLIPPED_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo")  # PPO's clip
+VESPO_SHAPE = (2.0, 3.0, 3.0, 2.0)  # TRL's (k+, lambda+, k-, lambda-)
 
 
 # --------------------------------------------------------------------------------------
@@ -249,6 +257,41 @@ def sapo_token_loss(
     return -torch.sigmoid(gamma * (ratio - 1)) * 4 / gamma * advantages  # [B, T]
 
 
+@torch.no_grad()
+def vespo_weights(
+    log_ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+    shape: tuple[float, float, float, float] = VESPO_SHAPE,
+    sampling_weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """VESPO's weight of a completion: a gamma-shaped function of its ratio.
+
+    .. math:: \\phi(w_i) = w_i^{k}\\, e^{\\lambda (1 - w_i)}, \\qquad
+              w_i = \\prod_t \\rho_{i,t}, \\qquad (k, \\lambda) = (k_+, \\lambda_+)
+              \\text{ if } A_i \\ge 0 \\text{ else } (k_-, \\lambda_-)
+
+    :math:`\\phi(1) = 1`; it peaks at :math:`w = k/\\lambda` and falls to 0 both
+    ways, like :math:`w^k` as the ratio vanishes and like :math:`e^{-\\lambda w}` as
+    it grows. ``shape`` is :math:`(k_+, \\lambda_+, k_-, \\lambda_-)`, TRL's
+    ``vespo_k_pos, vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg``. The ratio is
+    the product of the token ratios, not GSPO's geometric mean, computed in log space
+    and clamped to :math:`[10^{-8}, e^{20}]` as TRL does. ``sampling_weights``
+    (:math:`\\pi_{old}/\\pi_{sampler}` per token) are folded into :math:`w_i`.
+    ``log_ratio, mask``: ``[B, T]``; ``advantages``: ``[B, 1]``; returns ``[B, 1]``.
+    """
+    k_pos, lambda_pos, k_neg, lambda_neg = shape
+    floor = math.log(1e-8)
+    log_w = (log_ratio.clamp(-20.0, 20.0) * mask).sum(-1, keepdim=True)  # [B, 1]
+    if sampling_weights is not None:  # log(pi_old / pi_sampler), token by token
+        log_is = sampling_weights.log().clamp(floor, 20.0) * mask  # [B, T]
+        log_w = log_w + log_is.sum(-1, keepdim=True)
+    log_w = log_w.clamp(floor, 20.0)
+    nonneg = advantages >= 0  # [B, 1]
+    k = torch.where(nonneg, k_pos, k_neg)
+    lam = torch.where(nonneg, lambda_pos, lambda_neg).clamp(min=1e-4)
+    phi = torch.exp(lam + k * log_w - lam * log_w.exp())  # [B, 1]
+    return phi.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+
+
 def high_entropy_mask(
     entropy: torch.Tensor, mask: torch.Tensor, quantile: float
 ) -> torch.Tensor:
@@ -364,8 +407,17 @@ def check_loss_settings(
     loss_type: str, epsilon_high: float | None, importance_sampling_level: str,
     delta: float | None = None, epsilon: float = 0.2,
     sapo_temperatures: tuple[float, float] = (1.0, 1.05),
+    vespo_shape: tuple[float, float, float, float] = VESPO_SHAPE,
 ) -> None:
     """The settings that only some loss types accept; one message each."""
+    for name, value in zip(("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg",
+                            "vespo_lambda_neg"), vespo_shape):
+        is_k = name.startswith("vespo_k")
+        if not (math.isfinite(value) and (value >= 0 if is_k else value > 0)):
+            raise ValueError(
+                f"{name}={value!r}: VESPO's weight w^k e^(lambda (1 - w)) needs k >= 0 "
+                f"and lambda > 0, finite (TRL's defaults: k 2 and 3, lambda 3 and 2 "
+                f"for A >= 0 and A < 0).")
     for name, gamma in zip(("sapo_temperature_pos", "sapo_temperature_neg"),
                            sapo_temperatures):
         if not (math.isfinite(gamma) and gamma > 0):
@@ -463,6 +515,7 @@ def policy_loss(
     delta: float | None = None,
     keep: torch.Tensor | None = None,
     sapo_temperatures: tuple[float, float] = (1.0, 1.05),
+    vespo_shape: tuple[float, float, float, float] = VESPO_SHAPE,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO-family policy loss of one micro-batch, ready for ``loss.backward()``.
 
@@ -477,7 +530,10 @@ def policy_loss(
     and ``loss_type="reinforce"`` replaces :math:`\\ell^{clip}` by
     :math:`-A_i\\log\\pi_\\theta(o_{i,t})`, ``"cispo"`` by
     :func:`cispo_token_loss` (aggregated as ``dapo``), ``"sapo"`` by
-    :func:`sapo_token_loss` (aggregated as ``grpo``). The KL term is added per token
+    :func:`sapo_token_loss` (aggregated as ``grpo``), ``"vespo"`` by
+    :math:`-\\phi(w_i) A_i \\log\\pi_\\theta(o_{i,t})` (:func:`vespo_weights`,
+    aggregated as ``dapo``); ``"luspo"`` keeps the clipped term and sums each
+    completion's tokens (``aggregate_reinforce``). The KL term is added per token
     *before* aggregation, as in TRL. With ``use_bias_correction_kl=True`` (TRL 1.16's
     default, from DeepSeek-V3.2) the KL term is
     :math:`\\beta\\, \\rho_{i,t}\\, \\mathbb D^{k3}_{i,t}`: the policy ratio
@@ -497,7 +553,7 @@ def policy_loss(
         advantages: ``[B]`` (one per completion) or ``[B, T]`` (token ratios only).
         mask: ``[B, T]`` 1 for completion tokens that count (up to and including EOS).
         loss_type: ``"grpo" | "bnpo" | "dr_grpo" | "dapo" | "reinforce" | "cispo"
-            | "sapo"``.
+            | "sapo" | "luspo" | "vespo"``.
         epsilon, epsilon_high: the clip range ``[1 - epsilon, 1 + epsilon_high]`` of
             the policy ratio;
             ``epsilon_high=None`` means symmetric (DAPO's clip-higher uses 0.28).
@@ -513,7 +569,8 @@ def policy_loss(
             defaults to this micro-batch's ``mask.sum()``.
         sampling_weights: ``[B, T]`` or ``[B, 1]`` importance weights for the
             sampler/trainer gap (:func:`sampling_importance_weights`); they multiply
-            the per-token policy loss before the KL term is added, as in TRL.
+            the per-token policy loss before the KL term is added, as in TRL; for
+            ``vespo`` they are per token and enter :func:`vespo_weights` instead.
         importance_sampling_level: ``"token"`` (one ratio per token) or
             ``"sequence"`` (GSPO: one ratio per completion, :func:`sequence_log_ratio`);
             the KL's bias correction uses it too, and then is not the reverse KL's.
@@ -524,6 +581,8 @@ def policy_loss(
             :func:`off_policy_sequence_mask`.
         sapo_temperatures: ``(gamma_pos, gamma_neg)`` of ``loss_type="sapo"``
             (TRL's ``sapo_temperature_pos``, ``sapo_temperature_neg``).
+        vespo_shape: ``(k_pos, lambda_pos, k_neg, lambda_neg)`` of
+            ``loss_type="vespo"`` (TRL's ``vespo_*``).
 
     Returns:
         ``(loss, stats)``; ``stats`` holds floats measured on this micro-batch's active
@@ -539,7 +598,7 @@ def policy_loss(
     """
     _check_inputs(logp, old_logp, advantages, mask, loss_type, epsilon, beta, ref_logp)
     check_loss_settings(loss_type, epsilon_high, importance_sampling_level, delta,
-                        epsilon, sapo_temperatures)
+                        epsilon, sapo_temperatures, vespo_shape)
     mask = mask.to(logp.dtype)  # [B, T]
     advantages = advantages.to(logp.dtype)  # [B] or [B, T]
     adv = (
@@ -559,6 +618,13 @@ def policy_loss(
         per_token_loss = cispo_token_loss(logp, ratio, adv, eps_high)  # [B, T]
     elif loss_type == "sapo":
         per_token_loss = sapo_token_loss(ratio, adv, *sapo_temperatures)  # [B, T]
+    elif loss_type == "vespo":
+        if sampling_weights is not None and sampling_weights.shape != mask.shape:
+            raise ValueError("loss_type='vespo' folds the sampler's weights into its "
+                             "sequence ratio token by token; use a token_* mode.")
+        phi = vespo_weights(logp - old_logp, adv, mask, vespo_shape,
+                            sampling_weights)  # [B, 1]
+        per_token_loss, sampling_weights = -phi * adv * logp, None  # [B, T]
     else:
         per_token_loss = clipped_token_loss(ratio, advantages, epsilon, eps_high,
                                             delta)
@@ -584,10 +650,10 @@ def policy_loss(
             aggregate_dr_grpo(per_token_loss, mask, max_completion_length)
             / num_micro_batches
         )
-    elif loss_type in ("dapo", "cispo"):
+    elif loss_type in ("dapo", "cispo", "vespo"):
         n = mask.sum() if num_items_in_batch is None else num_items_in_batch
         loss = aggregate_dapo(per_token_loss, mask, n)
-    else:
+    else:  # reinforce, luspo: each completion's sum
         loss = aggregate_reinforce(per_token_loss, mask) / num_micro_batches
 
     with torch.no_grad():
@@ -595,7 +661,7 @@ def policy_loss(
         if loss_type == "cispo":  # capped weights; no token loses its gradient
             high = (rho > eps_high) & (adv > 0)  # [B, T]
             low = torch.zeros_like(high)
-        elif loss_type == "sapo":  # a gate, no clip
+        elif loss_type in ("sapo", "vespo"):  # a gate or a weight, no clip
             low = high = torch.zeros_like(rho, dtype=torch.bool)
         else:
             low, high = clipped_tokens(
@@ -607,7 +673,8 @@ def policy_loss(
             rho.masked_fill(mask == 0, float("-inf")).max().item()
             if mask.any() else 1.0
         )
-        scale = 1.0 if loss_type in ("dapo", "cispo") else float(num_micro_batches)
+        scale = (1.0 if loss_type in ("dapo", "cispo", "vespo")
+                 else float(num_micro_batches))
         stats = {
             "policy_loss": loss.detach().item() * scale,
             "kl": (

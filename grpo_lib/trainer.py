@@ -185,8 +185,8 @@ class GRPOConfig(YAMLConfig):
     multi_objective_aggregation: str = "sum_then_normalize"
     """Sum then normalise (GRPO), or ``normalize_then_sum`` (GDPO: no scale_rewards)."""
     loss_type: str = "grpo"
-    """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``, ``reinforce``, ``cispo`` or
-    ``sapo``."""
+    """``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``, ``reinforce``, ``cispo``, ``sapo``,
+    ``luspo`` or ``vespo``."""
     beta: float = 0.0
     """KL coefficient to the reference (the initial model, frozen unless
     ``sync_ref_model``); 0 means no reference model at all."""
@@ -214,6 +214,14 @@ class GRPOConfig(YAMLConfig):
     """``sapo``: the gate's sharpness (SAPO's "temperature") for tokens with A > 0."""
     sapo_temperature_neg: float = 1.05
     """``sapo``: the gate's sharpness for tokens with A <= 0."""
+    vespo_k_pos: float = 2.0
+    """``vespo``: the power k of w^k e^(lambda (1 - w)) for A >= 0 (TRL's default)."""
+    vespo_lambda_pos: float = 3.0
+    """``vespo``: the decay lambda for A >= 0 (the weight peaks at w = k / lambda)."""
+    vespo_k_neg: float = 3.0
+    """``vespo``: the power k for A < 0."""
+    vespo_lambda_neg: float = 2.0
+    """``vespo``: the decay lambda for A < 0."""
     top_entropy_quantile: float = 1.0
     """Keep the policy term of this share of each micro-batch's tokens, those of
     highest entropy (Wang et al. 2025 use 0.2); 1 keeps every token."""
@@ -305,6 +313,12 @@ class GRPOConfig(YAMLConfig):
         """Completions per step, B = per_step_prompts * num_generations."""
         return self.per_step_prompts * self.num_generations
 
+    @property
+    def vespo_shape(self) -> tuple[float, float, float, float]:
+        """``(vespo_k_pos, vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg)``."""
+        return (self.vespo_k_pos, self.vespo_lambda_pos, self.vespo_k_neg,
+                self.vespo_lambda_neg)
+
     def validate(self) -> "GRPOConfig":
         """Check every setting; raise ``ValueError`` saying what to change."""
         problems = []
@@ -347,6 +361,12 @@ class GRPOConfig(YAMLConfig):
             if self.sampling_correction_mode not in SAMPLING_IS_MODES:
                 bad(f"sampling_correction_mode={self.sampling_correction_mode!r}; "
                     f"choose one of {SAMPLING_IS_MODES}.")
+            mode = self.sampling_correction_mode
+            if self.loss_type == "vespo" and not mode.startswith("token"):
+                bad(f"loss_type='vespo' folds the sampler's weights into its sequence "
+                    f"ratio token by token; set sampling_correction_mode to "
+                    f"token_truncate or token_mask (got "
+                    f"{mode!r}), as TRL asks.")
             if self.rollout_engine != "fast":
                 bad(f"sampling_correction needs the sampler's log-probs, which only "
                     f"rollout_engine='fast' returns (got {self.rollout_engine!r}).")
@@ -381,7 +401,8 @@ class GRPOConfig(YAMLConfig):
             check_loss_settings(self.loss_type, self.epsilon_high,
                                 self.importance_sampling_level, self.delta,
                                 self.epsilon, (self.sapo_temperature_pos,
-                                               self.sapo_temperature_neg))
+                                               self.sapo_temperature_neg),
+                                self.vespo_shape)
             check_entropy_quantile(self.top_entropy_quantile)
         except ValueError as err:
             bad(str(err))
@@ -1055,6 +1076,7 @@ class GRPOTrainer(TrainingLoop):
                     sampling_weights=weights,
                     importance_sampling_level=cfg.importance_sampling_level,
                     delta=cfg.delta, keep=keep, sapo_temperatures=sapo,
+                    vespo_shape=cfg.vespo_shape,
                 )
                 if cfg.entropy_coef > 0:  # L - c * mean entropy / K, as TRL
                     loss = loss - cfg.entropy_coef * entropy_bonus(ent, counted) / (
@@ -1508,7 +1530,8 @@ def _setting_problems(config: GRPOConfig) -> list[str]:
     """What ``validate`` finds wrong beyond its own checks: settings that would
     otherwise pass and fail at the first rollout or update, or train on nothing."""
     problems = _dynamic_sampling_problems(config) + _seed_problems(config)
-    if config.loss_type not in ("cispo", "reinforce") and not config.epsilon < 1:
+    unclipped = ("cispo", "reinforce", "vespo")
+    if config.loss_type not in unclipped and not config.epsilon < 1:
         problems.append(f"epsilon={config.epsilon!r}: the clip range [1 - epsilon, "
                         f"1 + epsilon_high] needs epsilon < 1 (usual: 0.2).")
     for name, optional in (("generation_batch_size", True), ("eval_batch_size", False)):

@@ -230,6 +230,10 @@ TRL_FIELDS: dict[str, Mapped] = {
                     "None in both; INTELLECT-2's two-sided clip uses 4"),
     "sapo_temperature_pos": Mapped("sapo_temperature_pos"),
     "sapo_temperature_neg": Mapped("sapo_temperature_neg"),
+    "vespo_k_pos": Mapped("vespo_k_pos"),
+    "vespo_lambda_pos": Mapped("vespo_lambda_pos"),
+    "vespo_k_neg": Mapped("vespo_k_neg"),
+    "vespo_lambda_neg": Mapped("vespo_lambda_neg"),
     "top_entropy_quantile": Mapped(
         "top_entropy_quantile", None,
         "1 in both (every token); Wang et al. 2025 keep the top 0.2"),
@@ -352,14 +356,11 @@ _ADAPTIVE = ("Skywork-OR1's adaptive entropy bonus (off by default); ours keeps 
              "entropy_coef fixed")
 _GENERATE = "transformers' generate options; ours samples with rollout_engine"
 _LOG = "TRL's logging of completions; ours: sample_every and num_print_samples"
-_VESPO = "loss_type='vespo' (gamma-shaped sequence weights), not in ours"
 _LOAD = "how TRL loads a model by name; ours: model_name_or_path and model_dtype"
 TRL_ONLY: dict[str, str] = {
     # the algorithm
     "steps_per_generation": "several optimizer steps per generation batch (off-policy "
                             "after the first); ours: num_iterations passes per rollout",
-    "vespo_k_pos": _VESPO, "vespo_lambda_pos": _VESPO, "vespo_k_neg": _VESPO,
-    "vespo_lambda_neg": _VESPO,
     "use_adaptive_entropy": _ADAPTIVE, "entropy_coef_min": _ADAPTIVE,
     "entropy_coef_max": _ADAPTIVE, "entropy_coef_delta": _ADAPTIVE,
     "entropy_target": _ADAPTIVE,

@@ -264,9 +264,9 @@ def _loss_mode(c, f) -> str:
                          "clips the weight to [1 - clip_ratio_low, 1 + "
                          "clip_ratio_high], ours caps it at epsilon_high); use "
                          "'grpo' or the TRL path.")
-    if c.loss_type == "sapo":
-        raise ValueError("loss_type='sapo': not mapped to verl here; use 'grpo' or "
-                         "the TRL path.")
+    if c.loss_type in ("sapo", "luspo", "vespo"):
+        raise ValueError(f"loss_type={c.loss_type!r}: not mapped to verl here; use "
+                         f"'grpo' or the TRL path.")
     if c.importance_sampling_level == "sequence":
         return "gspo"
     return "gpg" if c.loss_type == "reinforce" else "vanilla"
@@ -584,6 +584,10 @@ NO_VERL_EQUIVALENT: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda c: False, "only loss_type='sapo' reads it, which is not mapped to verl"),
     "sapo_temperature_neg": (
         lambda c: False, "only loss_type='sapo' reads it, which is not mapped to verl"),
+    **{name: (lambda c: False, "only loss_type='vespo' reads it, which is not "
+                               "mapped to verl")
+       for name in ("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg",
+                    "vespo_lambda_neg")},
     "mask_truncated_completions": (
         lambda c: c.mask_truncated_completions,
         "verl 0.9.1 cannot leave truncated completions out of the loss (DAPO's "

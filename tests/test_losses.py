@@ -32,6 +32,7 @@ from grpo_lib.losses import (
     off_policy_sequence_mask,
     policy_loss,
     sapo_token_loss,
+    vespo_weights,
     sequence_log_ratio,
 )
 
@@ -512,6 +513,13 @@ KNOB_CASES = [
     ("grpo", "token", 0.0, 0.0, 2, True, dict(off_policy_mask_threshold=0.05)),
     ("dapo", "token", 0.04, 0.05, 2, True,
      dict(top_entropy_quantile=0.5, off_policy_mask_threshold=0.05)),
+    ("luspo", "sequence", 0.0, 0.0, 2, True, {}),
+    ("luspo", "token", 0.04, 0.0, 2, True, dict(delta=1.3)),
+    ("vespo", "token", 0.0, 0.0, 1, False, {}),
+    ("vespo", "token", 0.04, 0.0, 2, True, {}),
+    ("vespo", "sequence", 0.0, 0.05, 2, True,
+     dict(vespo_k_pos=1.0, vespo_lambda_pos=0.5, vespo_k_neg=4.0,
+          vespo_lambda_neg=1.5)),
 ]
 
 
@@ -550,7 +558,8 @@ def test_knobs_match_trl_compute_loss(model_dir, batch, tmp_path, loss_type, lev
             num_items_in_batch=total_tokens, importance_sampling_level=level,
             delta=knobs.get("delta"), keep=keep,
             sapo_temperatures=(ours.config.sapo_temperature_pos,
-                               ours.config.sapo_temperature_neg))
+                               ours.config.sapo_temperature_neg),
+            vespo_shape=ours.config.vespo_shape)
         if coef:
             loss = loss - coef * entropy_bonus(ent, counted) / micro_batches
         loss.backward()
@@ -562,7 +571,11 @@ def test_knobs_match_trl_compute_loss(model_dir, batch, tmp_path, loss_type, lev
             rho = (logp - old).exp().detach()
             acted.append(bool(((rho > knobs["delta"]) & (adv[:, None] < 0)
                                & mask.bool()).any()))
-    if set(knobs) & {"delta", "top_entropy_quantile", "off_policy_mask_threshold"}:
+        if loss_type == "vespo" and old is not None:  # weights away from phi(1) = 1
+            phi = vespo_weights(logp - old, adv[:, None], mask, ours.config.vespo_shape)
+            acted.append(bool((phi - 1).abs().max() > 0.01))
+    if set(knobs) & {"delta", "top_entropy_quantile", "off_policy_mask_threshold"} or (
+            loss_type == "vespo" and off_policy):
         assert any(acted), f"{knobs} never changed a term: the case tests nothing"
 
 
@@ -593,6 +606,36 @@ def test_sapo_gradient_is_grpos_on_policy_and_fades_off_it():
     assert g[0] == pytest.approx(-1.0) and -1.0 < g[1] < g[2] < 0  # fades smoothly
 
 
+def test_vespo_weights_by_hand():
+    """phi(w) = w^k e^(lambda (1 - w)) of the product of a completion's ratios."""
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    log_ratio = torch.log(torch.tensor([[2.0, 1.0, 9.0],     # w = 2 (the 9 is padding)
+                                        [1.0, 1.0, 1.0],     # w = 1
+                                        [0.5, 1.0, 1.0]]))   # w = 0.5
+    adv = torch.tensor([[1.0], [-1.0], [-1.0]])  # [B, 1]
+    phi = vespo_weights(log_ratio, adv, mask)  # (k, lambda): (2, 3) for A >= 0, (3, 2)
+    expected = [4 * math.exp(-3), 1.0, 0.5 ** 3 * math.exp(1)]
+    assert phi.flatten().tolist() == pytest.approx(expected, rel=1e-5)
+    # the sampler's weights pi_old / pi_sampler join the product, padding left out
+    sampler = torch.tensor([[0.5, 0.5, 0.1], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    folded = vespo_weights(log_ratio, adv, mask, sampling_weights=sampler)
+    assert folded[0].item() == pytest.approx(0.5 ** 2 * math.exp(3 * 0.5), rel=1e-5)
+    # the peak is at w = k / lambda; far ratios weigh 0, never NaN or inf
+    w = torch.tensor([[0.5], [2 / 3], [0.9]]).log()
+    peak = vespo_weights(w, torch.ones(3, 1), torch.ones(3, 1))
+    assert peak[1] > peak[0] and peak[1] > peak[2]
+    wild = torch.tensor([[50.0, 50.0], [-1e30, 0.0]])
+    far = vespo_weights(wild, adv[:2], torch.ones(2, 2))  # w = e^40 and 1e-8: clamped
+    assert torch.isfinite(far).all() and far.max() < 1e-20
+
+
+def test_vespo_refuses_sequence_sampling_weights():
+    logp = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match="use a token_\\* mode"):
+        policy_loss(logp, None, torch.tensor([1.0, -1.0]), torch.ones(2, 3),
+                    loss_type="vespo", sampling_weights=torch.ones(2, 1))
+
+
 def test_masks_by_hand():
     entropy = torch.tensor([[0.1, 2.0, 0.5, 9.0], [1.0, 3.0, 0.0, 0.0]])  # [B, T]
     mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
@@ -618,6 +661,10 @@ def test_masks_by_hand():
     (dict(top_entropy_quantile=-0.1), "between 0 and 1"),
     (dict(off_policy_mask_threshold=-1.0), ">= 0"),
     (dict(sapo_temperature_neg=0.0), "must be > 0"),
+    (dict(loss_type="vespo", vespo_k_pos=-1.0), "needs k >= 0"),
+    (dict(loss_type="vespo", vespo_lambda_neg=0.0), "lambda > 0"),
+    (dict(loss_type="vespo", sampling_correction=True, rollout_engine="fast"),
+     "token_truncate or token_mask"),
 ])
 def test_config_refuses_bad_knobs(knobs, message):
     from grpo_lib.trainer import GRPOConfig

@@ -406,12 +406,16 @@ def test_loss_knobs_change_the_update(tokenizer, tmp_path, knobs):
     assert not torch.equal(params[0], params[1])
 
 
-def test_sapo_on_policy_updates_as_grpo(tokenizer, tmp_path):
-    # at ratio 1 the gate's slope is 4 sigma(0)(1 - sigma(0)) = 1: GRPO's gradient
+@pytest.mark.parametrize("same,variant", [("grpo", "sapo"), ("dapo", "vespo"),
+                                          ("reinforce", "luspo")])
+def test_on_policy_variants_update_as_their_twin(tokenizer, tmp_path, same, variant):
+    """At ratio 1 the SAPO gate's slope is 4 sigma(0)(1 - sigma(0)) = 1 (GRPO's
+    gradient), VESPO's weight is phi(1) = 1 (DAPO's), and LUSPO's clipped term has
+    REINFORCE's gradient with REINFORCE's sum over each completion."""
     import trainer_fixtures as varied
 
     params = []
-    for loss_type in ("grpo", "sapo"):
+    for loss_type in (same, variant):
         model = random_model(tokenizer, size="micro", seed=0)
         config = _config(tmp_path / loss_type, max_steps=2, loss_type=loss_type)
         GRPOTrainer(model, tokenizer, [varied.digit_share], config, varied.ROWS).train()

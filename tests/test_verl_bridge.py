@@ -356,7 +356,8 @@ def test_every_config_field_has_one_place():
 
 
 @pytest.mark.parametrize("loss_type", [t for t in LOSS_TYPES
-                                       if t not in ("cispo", "sapo")])
+                                       if t not in ("cispo", "sapo", "luspo",
+                                                    "vespo")])
 def test_each_loss_type_has_a_verl_aggregation(book, loss_type):
     config = dataclasses.replace(book, loss_type=loss_type)
     values = verl_overrides(config)
@@ -378,6 +379,10 @@ def test_gspo_maps_to_verl_gspo_and_cispo_is_refused(book):
     config = dataclasses.replace(book, loss_type="cispo", epsilon_high=5.0)
     with pytest.raises(ValueError, match="loss_type='cispo': not mapped to verl"):
         verl_overrides(config)
+    for loss_type in ("luspo", "vespo"):
+        config = dataclasses.replace(book, loss_type=loss_type)
+        with pytest.raises(ValueError, match=f"'{loss_type}': not mapped to verl"):
+            verl_overrides(config)
     config = dataclasses.replace(book, loss_type="sapo")
     with pytest.raises(ValueError, match="loss_type='sapo': not mapped to verl"):
         verl_overrides(config)
