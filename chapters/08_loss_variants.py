@@ -32,8 +32,9 @@
 # one apart on a batch small enough to check by hand, shows what each choice does to the
 # weight of every token, and then runs the same R1-Zero training under each variant.
 # The last sections take several passes over each batch, where the clip finally acts,
-# add two newer losses that change what is clipped, GSPO and CISPO, and four knobs
-# that cap, gate or mask single terms.
+# add two newer losses that change what is clipped, GSPO and CISPO, four knobs
+# that cap, gate or mask single terms, and two losses on the ratio of a whole
+# completion, LUSPO and VESPO.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1315,9 +1316,10 @@ def second_pass(lr):
 
 on = knob_mask.bool()
 neg_tok = on & (knob_adv < 0)[:, None]  # tokens of completions with A < 0
-moved = {}
+moved, second_rho = {}, {}
 for lr in (1e-4, 5e-4):
     rho, gap = second_pass(lr)
+    second_rho[lr] = rho
     log_rho = rho[on & (knob_adv > 0)[:, None]].log().requires_grad_()  # [n]
     gate = losses.sapo_token_loss(log_rho.exp(), torch.ones_like(log_rho))
     (sapo_w,) = torch.autograd.grad(-gate.sum(), log_rho)  # each token's weight
@@ -1434,6 +1436,173 @@ say(f"With $\\lambda = 0.2$, seeds 0 to 3 end at "
 # and mismatched batches of {doc}`chapter 20 <20_async_rl>` and of larger models.
 
 # %% [markdown]
+# (ch08-sequence-losses)=
+# ## Two losses on the whole completion: LUSPO and VESPO
+#
+# TRL 1.16 has two more `loss_type`s, both from 2026 and both built on the ratio of
+# a whole completion. GSPO, above, gives each completion one ratio $s_i$, the
+# geometric mean of its token ratios, then averages the clipped term over each
+# completion's tokens and over the completions, as `grpo` does: every completion
+# weighs the same, whatever its length. LUSPO {cite}`liu2026luspo` traces GSPO's
+# shrinking completions to that average and sums over each completion's tokens
+# instead, so each completion's term counts $\lvert o_i\rvert$ times:
+#
+# $$\mathcal L_{\mathrm{LUSPO}} = -\frac1B\sum_{i=1}^{B} \lvert o_i\rvert
+#   \min\big(s_i \hat A_i,\ \operatorname{clip}(s_i, 1-\varepsilon_{\mathrm{low}},
+#   1+\varepsilon_{\mathrm{high}})\hat A_i\big)$$
+#
+# In `grpo_lib` that is the clipped term with the `reinforce` aggregation, one
+# `elif` in `policy_loss`. VESPO {cite}`shen2026vespo` drops the clip. It weighs
+# REINFORCE's term by a smooth function of the completion's whole ratio, the
+# *product* of its token ratios, with no length normalisation:
+#
+# $$\ell_{i,t} = -\operatorname{sg}\big(\phi(w_i)\big)\,\hat A_i
+#   \log\pi_\theta(o_{i,t}), \qquad \phi(w) = w^{m} e^{\nu(1-w)}, \qquad
+#   w_i = \prod_{t} \rho_{i,t}$$
+#
+# with $(m, \nu) = (2, 3)$ when $\hat A_i \ge 0$ and $(3, 2)$ otherwise, aggregated
+# as `dapo`. The paper and TRL call the power $k$ and the decay $\lambda$
+# (`vespo_k_pos`, `vespo_lambda_pos`, `vespo_k_neg`, `vespo_lambda_neg`); here
+# $\lambda$ is already the entropy mask's share. $\phi(1) = 1$, and $\phi$ peaks at
+# $w = m/\nu$:
+
+# %%
+show_source(losses.vespo_weights, docstring=False)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+w_shown = [0.25, 0.5, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0]
+phi_table = pd.DataFrame({
+    f"A {sign}": losses.vespo_weights(torch.tensor(w_shown).log()[:, None],
+                                      torch.full((len(w_shown), 1), a),
+                                      torch.ones(len(w_shown), 1)).flatten().tolist()
+    for sign, a in (("+1", 1.0), ("-1", -1.0))}, index=w_shown).T
+phi_table.columns.name = "w"
+print("VESPO's weight phi(w), TRL's default shape")
+print(phi_table.to_string(float_format=lambda v: f"{v:.2f}"))
+same_vespo = torch.allclose(first_pass_grad(loss_type="vespo"),
+                            first_pass_grad(loss_type="dapo"))
+same_luspo = torch.allclose(
+    first_pass_grad(loss_type="luspo", importance_sampling_level="sequence"),
+    first_pass_grad(loss_type="reinforce"))
+print(f"first pass, toy batch: vespo gradient == dapo gradient: {same_vespo}; "
+      f"luspo (sequence ratio) gradient == reinforce gradient: {same_luspo}")
+
+# %%
+grid_w = np.geomspace(0.05, 6.0, 400)
+fig, ax = plt.subplots(figsize=(6.5, 3.2), layout="constrained")
+for sign, a, style in (("+", 1.0, "-"), ("-", -1.0, "--")):
+    phi = losses.vespo_weights(torch.tensor(grid_w).log()[:, None],
+                               torch.full((len(grid_w), 1), a),
+                               torch.ones(len(grid_w), 1)).flatten()
+    ax.plot(grid_w, phi, style, lw=1.8, label=f"advantage {sign}")
+ax.axvline(1.0, color="0.5", lw=0.8)
+ax.set(xscale="log", xlabel="completion ratio w (product of its token ratios)",
+       ylabel="phi(w)", title="VESPO's weight of a completion")
+ax.grid(alpha=0.3)
+ax.legend(fontsize=9)
+plt.show()
+
+# %% [markdown]
+# On the first pass every ratio is 1: VESPO's gradient is DAPO's and LUSPO's is
+# REINFORCE's, so both differ from their twins only on a second pass. For a
+# completion whose tokens all drift the same way, the product moves far faster than
+# the geometric mean: 50 token ratios of 1.01 give $s_i = 1.01$ but
+# $w_i = 1.01^{50} \approx 1.64$. The sequence ratios of the batch above, after the
+# one AdamW step at each learning rate:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+seq_rows = {}
+for lr, rho in second_rho.items():
+    log_rho = rho.log() * knob_mask  # [B, C]
+    log_w = log_rho.sum(1)  # [B]: the product's log
+    log_s = log_w / knob_mask.sum(1).clamp(min=1)  # [B]: the geometric mean's
+    phi = losses.vespo_weights(log_rho, knob_adv[:, None], knob_mask).flatten()
+    seq_rows[f"{lr:.0e}"] = {
+        "|log s|, largest": log_s.abs().max().item(),
+        "s outside [1 - 3e-4, 1 + 4e-4]": ((log_s.exp() < 1 - 3e-4)
+                                            | (log_s.exp() > 1 + 4e-4)).float()
+        .mean().item(),
+        "w, smallest": log_w.exp().min().item(),
+        "w, largest": log_w.exp().max().item(),
+        "phi(w) below 0.5": (phi < 0.5).float().mean().item(),
+        "phi(w), largest": phi.max().item()}
+seq_moved = pd.DataFrame(seq_rows)
+seq_moved.columns.name = "one step at lr"
+print(f"{len(knob_adv)} completions, {int(knob_mask.sum())} tokens")
+print(seq_moved.to_string(float_format=lambda v: f"{v:.4g}"))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+small, peak_step = seq_moved["1e-04"], seq_moved["5e-04"]
+say(f"After the smaller step the completions' ratios $w_i$ run from "
+    f"{small['w, smallest']:.3f} to {small['w, largest']:.3f}, after the peak step "
+    f"from {peak_step['w, smallest']:.3g} to {peak_step['w, largest']:.3f}. The "
+    f"geometric means move less, at most {small['|log s|, largest']:.3f} and "
+    f"{peak_step['|log s|, largest']:.3f} in log, which still takes "
+    f"{small['s outside [1 - 3e-4, 1 + 4e-4]']:.0%} and "
+    f"{peak_step['s outside [1 - 3e-4, 1 + 4e-4]']:.0%} of them out of GSPO's narrow "
+    f"clip range. VESPO weighs "
+    f"{small['phi(w) below 0.5']:.0%} and {peak_step['phi(w) below 0.5']:.0%} of the "
+    f"completions below one half, and its largest weight is "
+    f"{small['phi(w), largest']:.2f} and {peak_step['phi(w), largest']:.2f}.")
+
+# %% [markdown]
+# Both trained for chapter 7's 150 steps with $\mu = 2$ and the trainer's default
+# rollout engine (`scripts/ch08_luspo_vespo_runs.sh`), two seeds each: LUSPO with
+# GSPO's ratio and clip range ($3\cdot10^{-4}$ / $4\cdot10^{-4}$), next to the GSPO
+# pair of the PPO section; VESPO with TRL's default shape, next to GRPO and SAPO with
+# $\mu = 2$. VESPO averages as `dapo` does, so a DAPO pair with $\mu = 2$ separates
+# its weights from its average. The length columns are means over the last 25 steps:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+SEQ_RUNS = {"grpo, mu 2": load_seeds("ch08_mu2_fast"),
+            "dapo, mu 2": load_seeds("ch08_dapo_mu2"),
+            "sapo, mu 2": KNOB_RUNS["sapo, mu 2, seeds 0-1"],
+            "vespo, mu 2": load_seeds("ch08_vespo_mu2"),
+            "gspo, mu 2": load_seeds("ch08_gspo_mu2"),
+            "luspo, mu 2": load_seeds("ch08_luspo_mu2")}
+seq_results = seed_table(SEQ_RUNS, {
+    "strict @75": strict_at_75, "strict @150": final_eval,
+    "length, last 25": lambda runs: late_mean(runs, "completion_length"),
+    "wrong length, last 25": lambda runs: late_mean(runs, "length_wrong")},
+    digits={"length, last 25": 1, "wrong length, last 25": 1})
+print(seq_results.to_string())
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+seq_acc = {name: final_eval(runs) for name, runs in SEQ_RUNS.items()}
+seq_len = {name: late_mean(runs, "completion_length")
+           for name, runs in SEQ_RUNS.items()}
+say(f"LUSPO ends at {mean_range(seq_acc['luspo, mu 2'])} held-out strict accuracy, "
+    + compare_seeds(seq_acc["luspo, mu 2"], seq_acc["gspo, mu 2"], "GSPO")
+    + f" ({mean_range(seq_acc['gspo, mu 2'])}); its completions run "
+    f"{mean_range(seq_len['luspo, mu 2'], 1)} tokens over the last 25 steps, "
+    f"GSPO's {mean_range(seq_len['gspo, mu 2'], 1)}. VESPO ends at "
+    f"{mean_range(seq_acc['vespo, mu 2'])}, "
+    + compare_seeds(seq_acc["vespo, mu 2"], seq_acc["grpo, mu 2"], "GRPO")
+    + f" ({mean_range(seq_acc['grpo, mu 2'])}), "
+    + compare_seeds(seq_acc["vespo, mu 2"], seq_acc["sapo, mu 2"], "SAPO")
+    + f" ({mean_range(seq_acc['sapo, mu 2'])}) and "
+    + compare_seeds(seq_acc["vespo, mu 2"], seq_acc["dapo, mu 2"], "DAPO")
+    + f" ({mean_range(seq_acc['dapo, mu 2'])}), with completions of "
+    f"{mean_range(seq_len['vespo, mu 2'], 1)} tokens.")
+
+# %% [markdown]
+# Every loss of the table ends its completions at about the same length. The
+# problems set how long their chains are, and nothing on this task grows the way
+# the long reasoning traces of the LUSPO paper do, so there is no length bias here
+# for LUSPO to remove, and its accuracy range overlaps GSPO's. VESPO ends above the
+# other losses with $\mu = 2$, DAPO's included, whose average it shares: on these
+# runs the difference comes with its weights, not with its average. Two seeds a side
+# make that a lead, not a result. Its paper reports stable training on batches up
+# to 64 times stale {cite}`shen2026vespo`, the setting its weights were made for;
+# the asynchronous trainer of {doc}`chapter 20 <20_async_rl>` takes
+# `loss_type="vespo"` and folds its behaviour weights into $w_i$, token by token.
+
+# %% [markdown]
 # ## Exercises
 #
 # Each exercise has a stub to fill in and a checker from `grpo_lib.exercises.ch08` that
@@ -1537,3 +1706,27 @@ try:
 except NotImplementedError:
     print("Not implemented yet: mask the token log-ratios, sum each row, divide by the "
           "number of real tokens (at least 1).")
+
+# %% [markdown]
+# **8.6 — VESPO's weight.** Write `my_vespo_weights(log_ratio, advantages, mask)` for
+# `[B, T]` token log-ratios, `[B, 1]` advantages and the completion mask: return
+# $\phi(w_i)$ of {ref}`ch08-sequence-losses`, shape `[B, 1]`, with TRL's default
+# shape, $(m, \nu) = (2, 3)$ when $\hat A_i \ge 0$ and $(3, 2)$ otherwise (no
+# clamps needed: the checker's ratios are moderate). Then read the table of $\phi$ in
+# that section: which completions does VESPO push hardest, for each sign of the
+# advantage, and which does it leave alone?
+
+# %%
+from grpo_lib.exercises.ch08 import check_vespo_weights  # noqa: E402
+
+
+def my_vespo_weights(log_ratio, advantages, mask):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_vespo_weights(my_vespo_weights)
+except NotImplementedError:
+    print("Not implemented yet: sum the real tokens' log-ratios (log w), pick m and "
+          "nu by the advantage's sign, then exp(nu + m log w - nu w).")

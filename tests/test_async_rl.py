@@ -148,6 +148,17 @@ def test_configs_the_async_trainer_cannot_run_are_refused(tmp_path, changes, mes
                          train_rows())
 
 
+@pytest.mark.slow
+def test_vespo_trains_on_stale_batches(tmp_path):
+    """VESPO's weights fold the behaviour weights pi_prox / pi_behav in token by
+    token (the async trainer's default token_truncate mode) and train on them."""
+    config = small_config(tmp_path, max_steps=4, loss_type="vespo")
+    got, trainer = run(config, AsyncConfig(max_staleness=2, objective="decoupled"))
+    assert trainer.config.sampling_correction_mode == "token_truncate"
+    assert list(got["step"]) == [1, 2, 3, 4] and got["staleness"].max() > 0
+    assert got["loss"].notna().all() and np.isfinite(got["grad_norm"]).all()
+
+
 @pytest.mark.parametrize("mode", ["token_truncate", "token_mask"])
 def test_the_behaviour_weight_mode_reaches_the_sampling_correction(tmp_path, mode):
     model, tokenizer = load_model_and_tokenizer(MODEL)

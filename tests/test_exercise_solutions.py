@@ -180,6 +180,14 @@ def _ch09_entropy_per_completion(logits, mask):
     return ((entropy * mask).sum(-1) / mask.sum(-1)).mean().item()  # wrong: per row
 
 
+def _ch08_vespo_without_mask(log_ratio, advantages, mask):
+    """VESPO's weight with the padded positions' log-ratios counted."""
+    log_w = log_ratio.sum(-1, keepdim=True)  # [B, 1]
+    k = torch.where(advantages >= 0, 2.0, 3.0)
+    lam = torch.where(advantages >= 0, 3.0, 2.0)
+    return torch.exp(lam + k * log_w - lam * log_w.exp())
+
+
 def _ch09_sync_swapped(policy, reference, alpha):
     with torch.no_grad():
         for ref, theta in zip(reference.parameters(), policy.parameters()):
@@ -425,6 +433,7 @@ WRONG_ATTEMPTS = {
     "ch08.check_sequence_log_ratio": (
         lambda logp, old, mask: ((logp - old) * mask).sum(-1, keepdim=True),
         "You summed"),
+    "ch08.check_vespo_weights": (_ch08_vespo_without_mask, "padded positions"),
     "ch09.check_zero_std_frac": (_zero_std_transposed, "Groups are contiguous"),
     # chapter 1's function (one bool per group) where chapter 9 wants group indices
     "ch09.check_informative_groups": (_ch01_informative_groups,

@@ -221,5 +221,53 @@ def check_sequence_log_ratio(fn) -> bool:
         f"{_fmt_col(got)}.{hint}")
 
 
+def check_vespo_weights(fn) -> bool:
+    """Check ``fn(log_ratio [B,T], advantages [B,1], mask [B,T]) -> [B, 1]``:
+    VESPO's phi(w) = w^m e^(nu (1 - w)) of the product w of each completion's
+    real token ratios, (m, nu) = (2, 3) for A >= 0 and (3, 2) for A < 0 (TRL's
+    k and lambda)."""
+    from ..losses import vespo_weights
+
+    g = torch.Generator().manual_seed(6)
+    lengths = torch.tensor([5, 2, 8, 3, 6])
+    mask = (torch.arange(8) < lengths[:, None]).float()  # [5, 8]
+    log_ratio = 0.15 * torch.randn(5, 8, generator=g)  # [5, 8]
+    adv = torch.tensor([[1.2], [-0.7], [0.4], [0.0], [-1.5]])  # one A = 0
+    expected = vespo_weights(log_ratio, adv, mask)  # [5, 1]
+    got = fn(log_ratio.clone(), adv.clone(), mask.clone())
+    if not isinstance(got, torch.Tensor):
+        raise AssertionError(f"return a torch.Tensor, got {type(got).__name__}.")
+    got = got.detach().reshape(-1, 1) if got.numel() == 5 else got.detach()
+    if got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-5):
+        print("check_vespo_weights: correct, both signs, A = 0 and padding included.")
+        return True
+
+    def phi(log_w, k_lam):  # k_lam: [B, 2]
+        k, lam = k_lam[:, :1], k_lam[:, 1:]
+        return torch.exp(lam + k * log_w - lam * log_w.exp())
+
+    shape = torch.where(adv >= 0, torch.tensor([2.0, 3.0]), torch.tensor([3.0, 2.0]))
+    log_w = (log_ratio * mask).sum(-1, keepdim=True)
+    hint = ""
+    if got.shape != expected.shape:
+        hint = " Return one weight per completion, shape [B, 1]."
+    elif torch.allclose(got, phi(log_w / lengths[:, None], shape), rtol=1e-5):
+        hint = (" You took GSPO's geometric mean; VESPO's w is the product of the "
+                "token ratios, exp of the sum of their logs.")
+    elif torch.allclose(got, phi(log_ratio.sum(-1, keepdim=True), shape), rtol=1e-5):
+        hint = " The padded positions counted: multiply the log-ratios by the mask."
+    elif torch.allclose(got, phi(log_w, shape.flip(-1)), rtol=1e-5):
+        hint = " m and nu are swapped: the power is m (2 for A >= 0), the decay nu."
+    elif torch.allclose(got, phi(log_w, torch.where(
+            adv > 0, torch.tensor([2.0, 3.0]), torch.tensor([3.0, 2.0]))), rtol=1e-5):
+        hint = " A completion with A = 0 takes the A >= 0 shape, (2, 3)."
+    elif torch.allclose(got, phi(log_w, shape) * torch.exp(-shape[:, 1:]),
+                        rtol=1e-5):
+        hint = " phi(1) must be 1: keep the e^nu factor."
+    raise AssertionError(
+        f"lengths {lengths.tolist()}, advantages {adv.flatten().tolist()}: expected "
+        f"{_fmt_col(expected)}, got {_fmt_col(got)}.{hint}")
+
+
 def _fmt_col(t: torch.Tensor) -> str:
     return str([round(v, 4) for v in t.reshape(-1).tolist()])
