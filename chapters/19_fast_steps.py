@@ -1877,13 +1877,16 @@ print(f"captured: {P.device == 'cuda'}; same tokens: "
 h200_sampler = sampler_bench[sampler_bench["device"].str.contains("H200", na=False)
                              & (sampler_bench["sampler"] == "multinomial")].copy()
 h200_sampler["shape"] = h200_sampler["model"].str.extract(shape_names)[0]
+# the first pass's row of each setting; later checks on an H200 append more rows
+h200_sampler = h200_sampler.drop_duplicates(["shape", "cuda_graph"])
 h200_sampler = h200_sampler.set_index(["shape", "cuda_graph"]).sort_index()
 print(f"{h200_sampler['device'].iloc[0]}, {h200_sampler['date'].iloc[0]}, torch "
       f"{h200_sampler['torch'].iloc[0]}, multinomial draw")
 display(h200_sampler[["sampler_tok_s", "generate_tok_s", "ratio",
                       "sampler_over_floor"]].style.format("{:,.1f}"))
 h200 = bench[bench["machine"].str.contains("H200", na=False)
-             & (bench["sampler"] == "multinomial")].copy()
+             & (bench["sampler"] == "multinomial")].drop_duplicates(
+    ["model", "cuda_graph"])
 h200[["model", "cuda_graph", "ours_s", "ours_gen_s", "ours_update_s", "trl_s",
       "trl_over_ours"]]
 
