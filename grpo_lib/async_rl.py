@@ -163,7 +163,8 @@ def worker_main(spec: dict, start_index: int, published, out_queue, stop) -> Non
     """The rollout worker: sample batch ``start_index``, ``start_index + 1``, ... .
 
     ``spec``: model folder and dtype, the policy file, the training rows and the
-    sampling settings. ``published``: the shared version counter. Before batch
+    sampling settings. ``published``: the shared version counter; ``stop``: a shared
+    flag (both without a lock, which a killed worker could leave held). Before batch
     :math:`s` it waits until version :math:`s - \\Delta` is published, loads the newest
     policy file, samples, and puts ``{"index", "version", "rollout", "rows",
     "seconds"}`` on ``out_queue``.
@@ -183,9 +184,9 @@ def worker_main(spec: dict, start_index: int, published, out_queue, stop) -> Non
     decode = functools.partial(decode_fast, sampler="multinomial")
     version, policy = -1, Path(spec["policy_file"])
     index = start_index
-    while not stop.is_set():
+    while not stop.value:
         while published.value < index - spec["max_staleness"]:  # bounded staleness
-            if stop.is_set():
+            if stop.value:
                 return
             time.sleep(0.002)
         if published.value != version:
@@ -240,7 +241,9 @@ class AsyncGRPOTrainer(GRPOTrainer):
         super().__init__(model, tokenizer, reward_funcs, config, train_dataset,
                          eval_dataset, ref_model=ref_model, callbacks=callbacks)
         self._context = torch.multiprocessing.get_context("spawn")
-        self._published = self._context.Value("i", -1)
+        # shared without a lock: a worker killed while it held one would leave it
+        # held, and the next worker and the trainer would wait on it forever
+        self._published = self._context.Value("i", -1, lock=False)
         self._worker = self._queue = self._stop = None
         self._restarts, self._t_start = 0, None
         self._policy_file = self.output_dir / "async" / "policy.pt"
@@ -261,7 +264,8 @@ class AsyncGRPOTrainer(GRPOTrainer):
                 "policy_file": str(self._policy_file), "rows": list(self.train_rows),
                 "threads": a.worker_threads, "max_staleness": a.max_staleness}
         self._queue = self._context.Queue()  # a fresh queue: a killed writer can
-        self._stop = self._context.Event()   # leave the old one corrupted
+        # leave the old one corrupted; the stop flag has no lock, as _published
+        self._stop = self._context.Value("b", 0, lock=False)
         self._worker = self._context.Process(
             target=worker_main, daemon=True, name="grpo-rollout-worker",
             args=(spec, self.step, self._published, self._queue, self._stop))
@@ -270,7 +274,7 @@ class AsyncGRPOTrainer(GRPOTrainer):
     def _stop_worker(self) -> None:
         if self._worker is None:
             return
-        self._stop.set()
+        self._stop.value = 1
         self._worker.join(timeout=5)
         if self._worker.is_alive():
             self._worker.kill()

@@ -148,6 +148,27 @@ def test_configs_the_async_trainer_cannot_run_are_refused(tmp_path, changes, mes
                          train_rows())
 
 
+def test_a_worker_killed_at_any_moment_leaves_no_lock_held(tmp_path):
+    """The version counter and the stop flag are shared without a lock: a worker
+    killed while holding a lock (it reads the counter every 2 ms) left it held, and
+    the next worker and the trainer then waited on it forever (seen once in CI)."""
+    model, tokenizer = load_model_and_tokenizer(MODEL)
+    trainer = AsyncGRPOTrainer(model, tokenizer, None, small_config(tmp_path),
+                               train_rows())
+    trainer._start_worker()
+    try:
+        for shared in (trainer._published, trainer._stop):
+            assert not hasattr(shared, "get_lock"), "a lock a killed worker can hold"
+        os.kill(trainer._worker.pid, signal.SIGKILL)
+        trainer._worker.join(timeout=10)
+        trainer._published.value = 3  # the trainer publishes and stops without waiting
+        trainer._stop_worker()
+        assert trainer._worker is None
+    finally:
+        if trainer._worker is not None:
+            trainer._worker.kill()
+
+
 @pytest.mark.slow
 def test_vespo_trains_on_stale_batches(tmp_path):
     """VESPO's weights fold the behaviour weights pi_prox / pi_behav in token by
