@@ -1537,8 +1537,8 @@ print(seq_moved.to_string(float_format=lambda v: f"{v:.4g}"))
 # NBVAL_IGNORE_OUTPUT
 small, peak_step = seq_moved["1e-04"], seq_moved["5e-04"]
 say(f"After the smaller step the completions' ratios $w_i$ run from "
-    f"{small['w, smallest']:.3f} to {small['w, largest']:.3f}, after the peak step "
-    f"from {peak_step['w, smallest']:.3g} to {peak_step['w, largest']:.3f}. The "
+    f"{small['w, smallest']:.3g} to {small['w, largest']:.3g}, after the peak step "
+    f"from {peak_step['w, smallest']:.3g} to {peak_step['w, largest']:.3g}. The "
     f"geometric means move less, at most {small['|log s|, largest']:.3f} and "
     f"{peak_step['|log s|, largest']:.3f} in log, which still takes "
     f"{small['s outside [1 - 3e-4, 1 + 4e-4]']:.0%} and "

@@ -1757,6 +1757,7 @@ gpu_sampler = sampler_bench[sampler_bench["device"].str.contains("H100")
                             & sampler_bench["cuda_graph"].notna()].copy()
 shape_names = r"(tiny|small|qwen2\.5-0\.5b)"
 gpu_sampler["shape"] = gpu_sampler["model"].str.extract(shape_names)[0]
+gpu_sampler = gpu_sampler.drop_duplicates(["shape", "cuda_graph"])  # the first pass
 wide = gpu_sampler.pivot(index="shape", columns="cuda_graph")
 graph_table = pd.DataFrame({
     "parameters (M)": wide[("params", True)] / 1e6,

@@ -131,10 +131,12 @@ print(plan.to_string(float_format=lambda v: f"{v:.2f}"))
 #
 # The worker is `worker_main`, a function run in its own process. The versions
 # reach it through a file (`policy.pt`, written to a temporary name and renamed, so
-# it never reads half a file) and a shared counter. The loop:
+# it never reads half a file) and a shared counter, kept without a lock: a worker
+# killed while holding one would leave it held, and the next worker and the
+# trainer would wait on it forever. The loop:
 
 # %%
-show_source(worker_main, start="while not stop.is_set():", end="index += 1")
+show_source(worker_main, start="while not stop.value:", end="index += 1")
 
 # %% [markdown]
 # ## The objective on stale data
