@@ -197,9 +197,7 @@ def check_sequence_log_ratio(fn) -> bool:
     logp = old + 0.3 * torch.randn(4, 6, generator=g)
     expected = sequence_log_ratio(logp, old, mask)  # [4, 1]
     got = fn(logp.clone(), old.clone(), mask.clone())
-    if not isinstance(got, torch.Tensor):
-        raise AssertionError(f"return a torch.Tensor, got {type(got).__name__}.")
-    got = got.detach().reshape(-1, 1) if got.numel() == 4 else got.detach()
+    got = _per_completion(got, 4)
     if got.shape == expected.shape and torch.allclose(got, expected, atol=1e-6):
         print("check_sequence_log_ratio: correct, padded tokens and an empty "
               "completion included.")
@@ -235,9 +233,7 @@ def check_vespo_weights(fn) -> bool:
     adv = torch.tensor([[1.2], [-0.7], [0.4], [0.0], [-1.5]])  # one A = 0
     expected = vespo_weights(log_ratio, adv, mask)  # [5, 1]
     got = fn(log_ratio.clone(), adv.clone(), mask.clone())
-    if not isinstance(got, torch.Tensor):
-        raise AssertionError(f"return a torch.Tensor, got {type(got).__name__}.")
-    got = got.detach().reshape(-1, 1) if got.numel() == 5 else got.detach()
+    got = _per_completion(got, 5)
     if got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-5):
         print("check_vespo_weights: correct, both signs, A = 0 and padding included.")
         return True
@@ -267,6 +263,14 @@ def check_vespo_weights(fn) -> bool:
     raise AssertionError(
         f"lengths {lengths.tolist()}, advantages {adv.flatten().tolist()}: expected "
         f"{_fmt_col(expected)}, got {_fmt_col(got)}.{hint}")
+
+
+def _per_completion(got, n: int) -> torch.Tensor:
+    """A checked function's answer as a detached tensor, ``[n, 1]`` when it has one
+    number per completion (``[n]`` is accepted too); any other shape as it is."""
+    if not isinstance(got, torch.Tensor):
+        raise AssertionError(f"return a torch.Tensor, got {type(got).__name__}.")
+    return got.detach().reshape(-1, 1) if got.numel() == n else got.detach()
 
 
 def _fmt_col(t: torch.Tensor) -> str:
