@@ -265,14 +265,14 @@ def vespo_weights(
 ) -> torch.Tensor:
     """VESPO's weight of a completion: a gamma-shaped function of its ratio.
 
-    .. math:: \\phi(w_i) = w_i^{k}\\, e^{\\lambda (1 - w_i)}, \\qquad
-              w_i = \\prod_t \\rho_{i,t}, \\qquad (k, \\lambda) = (k_+, \\lambda_+)
-              \\text{ if } A_i \\ge 0 \\text{ else } (k_-, \\lambda_-)
+    .. math:: \\phi(w_i) = w_i^{m}\\, e^{\\nu (1 - w_i)}, \\qquad
+              w_i = \\prod_t \\rho_{i,t}, \\qquad (m, \\nu) = (m_+, \\nu_+)
+              \\text{ if } A_i \\ge 0 \\text{ else } (m_-, \\nu_-)
 
-    :math:`\\phi(1) = 1`; it peaks at :math:`w = k/\\lambda` and falls to 0 both
-    ways, like :math:`w^k` as the ratio vanishes and like :math:`e^{-\\lambda w}` as
-    it grows. ``shape`` is :math:`(k_+, \\lambda_+, k_-, \\lambda_-)`, TRL's
-    ``vespo_k_pos, vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg``. The ratio is
+    :math:`\\phi(1) = 1`; it peaks at :math:`w = m/\\nu` and falls to 0 both
+    ways, like :math:`w^m` as the ratio vanishes and like :math:`e^{-\\nu w}` as it
+    grows (the paper's k and lambda). ``shape`` is :math:`(m_+, \\nu_+, m_-, \\nu_-)`,
+    TRL's ``vespo_k_pos, vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg``. The ratio is
     the product of the token ratios, not GSPO's geometric mean, computed in log space
     and clamped to :math:`[10^{-8}, e^{20}]` as TRL does. ``sampling_weights``
     (:math:`\\pi_{old}/\\pi_{sampler}` per token) are folded into :math:`w_i`.
@@ -706,3 +706,42 @@ def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """
     mask = mask.to(entropy.dtype)
     return (entropy * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def adaptive_entropy_coef(coef: float, entropy: float, target: float, delta: float,
+                          coef_min: float, coef_max: float) -> float:
+    """Skywork-OR1's adaptive entropy control: the bonus's next coefficient.
+
+    .. math:: c_H \\leftarrow \\begin{cases} \\min(c_H + \\Delta c,\\ c_{\\max})
+              & \\bar H \\le H_{\\mathrm{target}} \\\\
+              \\max(c_H - \\Delta c,\\ c_{\\min}) & \\text{otherwise} \\end{cases}
+
+    after each optimizer step, with :math:`\\bar H` the step's token-mean entropy
+    (over the tokens the bonus averages, :func:`entropy_bonus`). The coefficient
+    climbs while the entropy is at or under its target and falls back once it is
+    over; the trainer applies it only on steps that follow one at or under the
+    target. TRL's ``use_adaptive_entropy``, with its ``entropy_target``,
+    ``entropy_coef_delta``, ``entropy_coef_min`` and ``entropy_coef_max``.
+    """
+    if entropy <= target:
+        return min(coef + delta, coef_max)
+    return max(coef - delta, coef_min)
+
+
+def check_entropy_control(coef: float, target: float, delta: float, coef_min: float,
+                          coef_max: float) -> None:
+    """A clear error for settings :func:`adaptive_entropy_coef` cannot work with."""
+    numbers = dict(entropy_coef=coef, entropy_target=target, entropy_coef_delta=delta,
+                   entropy_coef_min=coef_min, entropy_coef_max=coef_max)
+    for name, value in numbers.items():
+        if not (isinstance(value, (int, float)) and math.isfinite(value)
+                and value >= 0):
+            raise ValueError(f"{name}={value!r}: must be a number >= 0 (TRL's "
+                             f"defaults: target 0.2 nats, delta 0.005, range 0 to 1).")
+    if coef_min > coef_max:
+        raise ValueError(f"entropy_coef_min={coef_min} is above entropy_coef_max="
+                         f"{coef_max}: the coefficient would have no room.")
+    if delta == 0:
+        raise ValueError("entropy_coef_delta=0 with use_adaptive_entropy: the "
+                         "coefficient would never move; set a step (TRL: 0.005) or "
+                         "turn use_adaptive_entropy off.")

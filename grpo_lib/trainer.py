@@ -55,7 +55,8 @@ from .advantages import decoupled_advantages, group_advantages
 from .evaluation import completion_correct
 from .fast_decode import FAST_SAMPLERS
 from .logprobs import sequence_logprobs
-from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, check_entropy_quantile,
+from .losses import (LOSS_TYPES, SAMPLING_IS_MODES, adaptive_entropy_coef,
+                     check_entropy_control, check_entropy_quantile,
                      check_loss_settings, entropy_bonus, high_entropy_mask,
                      off_policy_sequence_mask, policy_loss, sampling_importance_weights)
 from .objective import sync_reference
@@ -231,6 +232,19 @@ class GRPOConfig(YAMLConfig):
     entropy_coef: float = 0.0
     """Entropy bonus: subtract ``entropy_coef`` x the mean token entropy from the loss
     (TRL's ``entropy_coef``); 0 means none."""
+    use_adaptive_entropy: bool = False
+    """Skywork-OR1's adaptive entropy control (TRL's ``use_adaptive_entropy``):
+    ``entropy_coef`` is the first coefficient, moved by ``entropy_coef_delta`` after
+    every optimizer step (:func:`~grpo_lib.losses.adaptive_entropy_coef`) and applied
+    only after a step whose entropy was at or under ``entropy_target``."""
+    entropy_target: float = 0.2
+    """Adaptive control: the token-mean entropy, in nats, held as the floor."""
+    entropy_coef_delta: float = 0.005
+    """Adaptive control: the coefficient's move per optimizer step."""
+    entropy_coef_min: float = 0.0
+    """Adaptive control: the smallest coefficient."""
+    entropy_coef_max: float = 1.0
+    """Adaptive control: the largest coefficient."""
     num_iterations: int = 1
     """μ, optimizer passes over each sampled batch (> 1 needs the old log-probs)."""
     mask_truncated_completions: bool = False
@@ -397,6 +411,13 @@ class GRPOConfig(YAMLConfig):
         if not (math.isfinite(self.entropy_coef) and self.entropy_coef >= 0):
             bad(f"entropy_coef={self.entropy_coef!r}: must be >= 0 (a bonus on "
                 f"entropy; 0 turns it off, 1e-3 is a small one).")
+        if self.use_adaptive_entropy:
+            try:
+                check_entropy_control(self.entropy_coef, self.entropy_target,
+                                      self.entropy_coef_delta, self.entropy_coef_min,
+                                      self.entropy_coef_max)
+            except ValueError as err:
+                bad(str(err))
         try:
             check_loss_settings(self.loss_type, self.epsilon_high,
                                 self.importance_sampling_level, self.delta,
@@ -790,6 +811,8 @@ class GRPOTrainer(TrainingLoop):
             self.optimizer, total, warmup_updates(config.warmup_steps, total),
             config.lr_scheduler_type)
         self._warned: set[tuple[str, str]] = set()
+        # adaptive entropy control's state: the coefficient and the last step's entropy
+        self._entropy_coef, self._last_entropy = config.entropy_coef, None
         self._pad_id = (
             tokenizer.pad_token_id
             if tokenizer.pad_token_id is not None
@@ -1039,12 +1062,14 @@ class GRPOTrainer(TrainingLoop):
         }
         tokens_seen = entropy_sum = 0.0
         losses, norms, skipped = [], [], 0
-        need_entropy = cfg.entropy_coef > 0 or cfg.top_entropy_quantile < 1
+        need_entropy = (cfg.entropy_coef > 0 or cfg.use_adaptive_entropy
+                        or cfg.top_entropy_quantile < 1)
         behaviour = old if sampler_logp is None else sampler_logp  # [B, C] or None
         sapo = (cfg.sapo_temperature_pos, cfg.sapo_temperature_neg)
         for it in range(cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
             total_loss, bad = 0.0, None
+            coef, window = self._entropy_coef_now(), [0.0, 0.0]  # H sum, tokens
             for k, sl in enumerate(chunks):
                 rows = sl.stop - sl.start
                 if it == 0 or need_entropy:
@@ -1078,15 +1103,17 @@ class GRPOTrainer(TrainingLoop):
                     delta=cfg.delta, keep=keep, sapo_temperatures=sapo,
                     vespo_shape=cfg.vespo_shape,
                 )
-                if cfg.entropy_coef > 0:  # L - c * mean entropy / K, as TRL
-                    loss = loss - cfg.entropy_coef * entropy_bonus(ent, counted) / (
-                        B / rows)
+                if coef > 0:  # L - c * mean entropy / K, as TRL
+                    loss = loss - coef * entropy_bonus(ent, counted) / (B / rows)
                 if not torch.isfinite(loss):
                     where = f"pass {it + 1}, micro-batch {k + 1}"
                     bad = f"the loss is {loss.item()} ({where})"
                     break
                 loss.backward()
                 total_loss += loss.item()
+                if cfg.use_adaptive_entropy:
+                    window[0] += (ent.detach() * counted).sum().item()
+                    window[1] += counted.sum().item()
                 n = st["num_tokens"]
                 tokens_seen += n
                 for key in sums:
@@ -1114,6 +1141,8 @@ class GRPOTrainer(TrainingLoop):
                 continue
             self.optimizer.step()
             self.scheduler.step()
+            if cfg.use_adaptive_entropy:
+                self._adapt_entropy_coef(window[0] / max(window[1], 1.0))
             losses.append(total_loss)
             norms.append(grad_norm)
         model.eval()
@@ -1137,7 +1166,28 @@ class GRPOTrainer(TrainingLoop):
             skipped_updates=skipped,
             num_tokens=int(first_pass_tokens),
         )
+        if cfg.use_adaptive_entropy:
+            out["entropy_coef"] = self._entropy_coef
         return out
+
+    def _entropy_coef_now(self) -> float:
+        """The entropy bonus's coefficient for this optimizer step: ``entropy_coef``,
+        or under adaptive control the controller's, applied only after a step whose
+        entropy was at or under ``entropy_target`` (none yet: not applied)."""
+        cfg = self.config
+        if not cfg.use_adaptive_entropy:
+            return cfg.entropy_coef
+        last = self._last_entropy
+        below = last is not None and last <= cfg.entropy_target
+        return self._entropy_coef if below else 0.0
+
+    def _adapt_entropy_coef(self, entropy: float) -> None:
+        """After an optimizer step: move the coefficient for the next one."""
+        cfg = self.config
+        self._entropy_coef = adaptive_entropy_coef(
+            self._entropy_coef, entropy, cfg.entropy_target, cfg.entropy_coef_delta,
+            cfg.entropy_coef_min, cfg.entropy_coef_max)
+        self._last_entropy = entropy
 
     def _kept_terms(self, logp, entropy, advantages, mask, behaviour_logp):
         """``policy_loss``'s ``keep`` (``None``: every term) and the tokens the entropy
@@ -1249,6 +1299,8 @@ class GRPOTrainer(TrainingLoop):
                 "skipped_updates": 0,
                 "num_tokens": 0,
             }
+            if cfg.use_adaptive_entropy:  # no update: the coefficient stays
+                upd["entropy_coef"] = self._entropy_coef
             self._last_batch = None
         else:
             advantages = self.advantages(rewards)  # [B]
@@ -1281,6 +1333,7 @@ class GRPOTrainer(TrainingLoop):
     # ------------------------------------------------------------------ logging
     def _metric_columns(self) -> list[str]:
         extra = SAMPLING_COLUMNS if self.config.sampling_correction else []
+        extra = extra + (["entropy_coef"] if self.config.use_adaptive_entropy else [])
         return METRIC_COLUMNS + extra + [f"reward/{n}" for n in self.reward_names]
 
     def _log_samples(self) -> None:
@@ -1346,7 +1399,19 @@ class GRPOTrainer(TrainingLoop):
                 "len": f"{metrics['completion_length']:.0f}"}
 
     def _trainer_state(self) -> dict:
-        return {"reward_names": self.reward_names}
+        state = {"reward_names": self.reward_names}
+        if self.config.use_adaptive_entropy:
+            state["entropy_control"] = {"entropy_coef": self._entropy_coef,
+                                        "last_entropy": self._last_entropy}
+        return state
+
+    def _restore_trainer_state(self, state: dict) -> None:
+        super()._restore_trainer_state(state)
+        control = state.get("entropy_control")
+        if self.config.use_adaptive_entropy and control is not None:
+            self._entropy_coef = float(control["entropy_coef"])
+            last = control["last_entropy"]
+            self._last_entropy = None if last is None else float(last)
 
     @staticmethod
     def _summary_line(m: dict) -> str:

@@ -209,6 +209,13 @@ TRL_FIELDS: dict[str, Mapped] = {
     "entropy_coef": Mapped(
         "entropy_coef", None,
         "0 in both; a mean-token-entropy bonus whatever the loss_type"),
+    "use_adaptive_entropy": Mapped(
+        "use_adaptive_entropy", None,
+        "False in both; Skywork-OR1's control moves entropy_coef each optimizer step"),
+    "entropy_target": Mapped("entropy_target", None, "0.2 nats in both"),
+    "entropy_coef_delta": Mapped("entropy_coef_delta"),
+    "entropy_coef_min": Mapped("entropy_coef_min"),
+    "entropy_coef_max": Mapped("entropy_coef_max"),
     "sync_ref_model": Mapped("sync_ref_model", None,
                              "False in both; TR-DPO's reference sync (needs beta > 0)"),
     "ref_model_mixup_alpha": Mapped("ref_model_mixup_alpha", None,
@@ -352,8 +359,6 @@ NOT_A_TRL_SETTING: dict[str, str] = {
 """Our knob -> where it goes instead; :func:`to_trl_config` leaves it out."""
 
 _VLLM = "vLLM rollouts on a GPU (chapter 21's recipe); ours samples in-process"
-_ADAPTIVE = ("Skywork-OR1's adaptive entropy bonus (off by default); ours keeps "
-             "entropy_coef fixed")
 _GENERATE = "transformers' generate options; ours samples with rollout_engine"
 _LOG = "TRL's logging of completions; ours: sample_every and num_print_samples"
 _LOAD = "how TRL loads a model by name; ours: model_name_or_path and model_dtype"
@@ -361,9 +366,6 @@ TRL_ONLY: dict[str, str] = {
     # the algorithm
     "steps_per_generation": "several optimizer steps per generation batch (off-policy "
                             "after the first); ours: num_iterations passes per rollout",
-    "use_adaptive_entropy": _ADAPTIVE, "entropy_coef_min": _ADAPTIVE,
-    "entropy_coef_max": _ADAPTIVE, "entropy_coef_delta": _ADAPTIVE,
-    "entropy_target": _ADAPTIVE,
     "cast_lm_head_to_fp32": "the output layer in float32 (ScaleRL), for bf16 models",
     "disable_dropout": "Qwen2's one dropout, attention_dropout, is 0 in the book's "
                        "checkpoints",

@@ -577,6 +577,14 @@ NO_VERL_EQUIVALENT: dict[str, tuple[Callable[[Any], bool], str]] = {
     "top_entropy_quantile": (
         lambda c: c.top_entropy_quantile < 1,
         "verl 0.9.1's actor has no high-entropy token mask: set it to 1"),
+    "use_adaptive_entropy": (
+        lambda c: c.use_adaptive_entropy,
+        "verl 0.9.1's entropy_coeff is fixed (no Skywork-OR1 control): set "
+        "use_adaptive_entropy=False"),
+    **{name: (lambda c: False, "only use_adaptive_entropy reads it, which is not "
+                               "mapped to verl")
+       for name in ("entropy_target", "entropy_coef_delta", "entropy_coef_min",
+                    "entropy_coef_max")},
     "off_policy_mask_threshold": (
         lambda c: c.off_policy_mask_threshold is not None,
         "verl 0.9.1 has no off-policy sequence mask (DeepSeek-V3.2): set it to None"),

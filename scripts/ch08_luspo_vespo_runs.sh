@@ -17,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-data/runs}
+. scripts/two_seeds.sh
 common=(--config configs/r1_zero_arithmetic.yaml --set num_iterations=2
         --set save_every=0 --set save_final=false --set progress_bar=false
         --set eval_every=75 --set print_every=25 --set sample_every=0)
@@ -28,11 +29,5 @@ for arm in ${ARMS:-luspo_mu2 vespo_mu2 dapo_mu2}; do
     dapo_mu2) extra=(--set loss_type=dapo) ;;
     *) echo "unknown arm $arm" >&2; exit 2 ;;
   esac
-  for seed in 0 1; do
-    run="$OUT/ch08_${arm}_seed${seed}_cpu"
-    mkdir -p "$run"
-    OMP_NUM_THREADS=1 python -m grpo_lib train "${common[@]}" "${extra[@]}" \
-      --set seed=$seed --set output_dir="$run" > "$run/train.log" 2>&1 &
-  done
-  wait
+  two_seeds "$OUT/ch08_$arm" "${common[@]}" "${extra[@]}"
 done

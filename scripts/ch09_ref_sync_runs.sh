@@ -13,6 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-data/runs}
+. scripts/two_seeds.sh
 common=(--config configs/r1_zero_arithmetic.yaml --set rollout_engine=transformers
         --set save_every=0 --set save_final=false --set progress_bar=false
         --set eval_on_start=false --set eval_every=150 --set print_every=25
@@ -24,12 +25,5 @@ for arm in ${ARMS:-reset10 mix10}; do
     mix10) alpha=0.6 ;;
     *) echo "unknown arm $arm" >&2; exit 2 ;;
   esac
-  for seed in 0 1; do
-    run="$OUT/ch09_beta5_${arm}_seed${seed}_cpu"
-    mkdir -p "$run"
-    OMP_NUM_THREADS=1 python -m grpo_lib train "${common[@]}" \
-      --set ref_model_mixup_alpha=$alpha --set seed=$seed \
-      --set output_dir="$run" > "$run/train.log" 2>&1 &
-  done
-  wait
+  two_seeds "$OUT/ch09_beta5_$arm" "${common[@]}" --set ref_model_mixup_alpha=$alpha
 done

@@ -15,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-data/runs}
+. scripts/two_seeds.sh
 common=(--set eval_every=50 --set eval_on_start=true --set eval_n=500
         --set save_every=0 --set save_final=true --set progress_bar=false
         --set print_every=50 --set num_print_samples=1 --set sample_every=25)
@@ -25,13 +26,7 @@ for arm in ${ARMS:-reward_model reward_model_kl rule}; do
     rule) args=(--config configs/r1_zero_arithmetic.yaml) ;;
     *) echo "unknown arm $arm" >&2; exit 2 ;;
   esac
-  for seed in 0 1; do
-    run="$OUT/ch13_${arm}_seed${seed}_cpu"
-    mkdir -p "$run"
-    OMP_NUM_THREADS=1 python -m grpo_lib train "${args[@]}" "${common[@]}" \
-      --set seed=$seed --set output_dir="$run" > "$run/train.log" 2>&1 &
-  done
-  wait
+  two_seeds "$OUT/ch13_$arm" "${args[@]}" "${common[@]}"
   for seed in 0 1; do
     run="$OUT/ch13_${arm}_seed${seed}_cpu"
     last=$(ls -d "$run"/checkpoint-* | sort -V | tail -1)

@@ -21,11 +21,13 @@ import pytest
 import torch
 
 from grpo_lib.losses import (
+    adaptive_entropy_coef,
     aggregate_bnpo,
     aggregate_dapo,
     aggregate_dr_grpo,
     aggregate_grpo,
     aggregate_reinforce,
+    check_entropy_control,
     clipped_token_loss,
     entropy_bonus,
     high_entropy_mask,
@@ -577,6 +579,70 @@ def test_knobs_match_trl_compute_loss(model_dir, batch, tmp_path, loss_type, lev
     if set(knobs) & {"delta", "top_entropy_quantile", "off_policy_mask_threshold"} or (
             loss_type == "vespo" and off_policy):
         assert any(acted), f"{knobs} never changed a term: the case tests nothing"
+
+
+@pytest.mark.parametrize("start,target", [(0.0, 50.0), (0.3, 0.0)],
+                         ids=["entropy under target", "entropy over target"])
+def test_adaptive_entropy_matches_trl_over_three_steps(model_dir, batch, tmp_path,
+                                                       start, target):
+    # Skywork-OR1's control as TRL runs it: each call of _compute_loss here is one
+    # optimizer step (one micro-batch); the coefficient moves after it and is applied
+    # from the next step on, only while the last step's entropy was <= the target
+    from types import SimpleNamespace
+
+    from grpo_lib.trainer import GRPOConfig, GRPOTrainer
+
+    control = dict(use_adaptive_entropy=True, entropy_target=target,
+                   entropy_coef_delta=0.05, entropy_coef_min=0.0, entropy_coef_max=0.12)
+    trainer = _trl_trainer(model_dir, tmp_path, "grpo", 0.0, True, None, 1,
+                           entropy_coef=start, **control)
+    config = GRPOConfig(entropy_coef=start, **control).validate()
+    ours = SimpleNamespace(config=config, _entropy_coef=start, _last_entropy=None)
+    model, total_tokens = trainer.model, batch["completion_mask"].sum()
+    (_, inputs, input_ids, attention), = _micro_batches(batch, 1)
+    mask, applied = inputs["completion_mask"], []
+    for step in range(3):
+        trl_loss, trl_grads = _trl_loss_and_grads(trainer, inputs)
+        model.zero_grad()
+        logp, ent, _ = trainer._get_per_token_logps_and_entropies(
+            model, input_ids, attention, L_MAX, compute_entropy=True)
+        coef = GRPOTrainer._entropy_coef_now(ours)
+        loss, _ = policy_loss(logp, None, inputs["advantages"], mask,
+                              num_items_in_batch=total_tokens)
+        loss = loss - coef * entropy_bonus(ent, mask)
+        loss.backward()
+        _assert_matches_trl(loss, trl_loss, model, trl_grads, f"step {step + 1}")
+        GRPOTrainer._adapt_entropy_coef(ours, entropy_bonus(ent, mask).item())
+        assert ours._entropy_coef == pytest.approx(trainer.entropy_coef, abs=1e-12)
+        applied.append(coef)
+    if target > 0:  # climbs by 0.05 to the 0.12 cap; none applied at the first step
+        assert applied == pytest.approx([0.0, 0.05, 0.1])
+        assert ours._entropy_coef == pytest.approx(0.12)
+    else:  # entropy over the target: falls by 0.05 a step, never applied
+        assert applied == [0.0, 0.0, 0.0]
+        assert ours._entropy_coef == pytest.approx(0.15)
+
+
+def test_adaptive_entropy_coef_by_hand():
+    step = dict(target=0.2, delta=0.005, coef_min=0.0, coef_max=0.012)
+    assert adaptive_entropy_coef(0.0, 0.1, **step) == pytest.approx(0.005)
+    assert adaptive_entropy_coef(0.005, 0.2, **step) == pytest.approx(0.01)  # <=
+    assert adaptive_entropy_coef(0.01, 0.15, **step) == pytest.approx(0.012)  # cap
+    assert adaptive_entropy_coef(0.012, 0.3, **step) == pytest.approx(0.007)
+    assert adaptive_entropy_coef(0.003, 0.3, **step) == 0.0  # floor
+
+
+@pytest.mark.parametrize("values,message", [
+    (dict(target=-0.1), "entropy_target=-0.1: must be a number >= 0"),
+    (dict(target=float("nan")), "entropy_target=nan"),
+    (dict(delta=0.0), "entropy_coef_delta=0 with use_adaptive_entropy"),
+    (dict(coef_min=0.5, coef_max=0.1), "entropy_coef_min=0.5 is above"),
+    (dict(coef=-1.0), "entropy_coef=-1.0: must be a number >= 0"),
+])
+def test_check_entropy_control_names_the_setting(values, message):
+    settings = dict(coef=0.0, target=0.2, delta=0.005, coef_min=0.0, coef_max=1.0)
+    with pytest.raises(ValueError, match=message):
+        check_entropy_control(**{**settings, **values})
 
 
 def test_delta_caps_the_unclipped_ratio_by_hand():

@@ -90,6 +90,10 @@ def _params(model) -> torch.Tensor:
         (dict(loss_type="cispo"), "TRL's docs and ScaleRL use 5.0"),
         (dict(importance_sampling_level="seq"), "'token' .* or 'sequence'"),
         (dict(entropy_coef=-0.1), "entropy_coef=-0.1: must be >= 0"),
+        (dict(use_adaptive_entropy=True, entropy_coef_delta=0.0),
+         "entropy_coef_delta=0 with use_adaptive_entropy"),
+        (dict(use_adaptive_entropy=True, entropy_coef_min=0.2, entropy_coef_max=0.1),
+         "entropy_coef_min=0.2 is above entropy_coef_max=0.1"),
         (dict(scale_rewards="std"), "scale_rewards='std'"),
         (dict(multi_objective_aggregation="mean"), "choose one of .*normalize_then_sum"),
         (dict(reward_weights=[1.0]), "give one weight per function"),
@@ -383,6 +387,28 @@ def test_entropy_coef_changes_the_update(tokenizer, tmp_path):
     assert not torch.equal(params[0], params[1])
 
 
+def test_adaptive_entropy_moves_the_coefficient_each_optimizer_step(tokenizer,
+                                                                   tmp_path):
+    # a random model's entropy is about 6 nats: under a target of 100 the coefficient
+    # climbs by delta after each of the mu = 2 optimizer steps of every step; over a
+    # target of 0.5 it falls to its floor and is never applied, so the run is the
+    # run without a bonus, parameter for parameter
+    def run(name, **control):
+        model = random_model(tokenizer, size="micro", seed=0)
+        config = _config(tmp_path / name, num_iterations=2, **control)
+        return GRPOTrainer(model, tokenizer, [digit_share], config, ROWS).train(), model
+
+    under, _ = run("under", use_adaptive_entropy=True, entropy_target=100.0,
+                   entropy_coef_delta=0.01)
+    assert under["entropy_coef"].tolist() == pytest.approx([0.02, 0.04, 0.06])
+    over, model = run("over", use_adaptive_entropy=True, entropy_target=0.5,
+                      entropy_coef=0.025, entropy_coef_delta=0.01)
+    assert over["entropy_coef"].tolist() == pytest.approx([0.005, 0.0, 0.0])
+    plain, plain_model = run("plain")
+    assert "entropy_coef" not in plain.columns
+    assert torch.equal(_params(model), _params(plain_model))
+
+
 @pytest.mark.parametrize("knobs", [
     dict(top_entropy_quantile=0.2),
     dict(num_iterations=3, loss_type="sapo", sapo_temperature_neg=3.0),
@@ -515,11 +541,14 @@ def test_dynamic_sampling_metric_must_name_a_reward(tokenizer, tmp_path):
                     [flat, rank], config, ROWS)
 
 
-@pytest.mark.parametrize("sync", [{}, dict(sync_ref_model=True, ref_model_sync_steps=1)],
-                         ids=["frozen reference", "synced reference"])
+@pytest.mark.parametrize("sync", [
+    {}, dict(sync_ref_model=True, ref_model_sync_steps=1),
+    dict(use_adaptive_entropy=True, entropy_target=100.0, entropy_coef_delta=0.05)],
+    ids=["frozen reference", "synced reference", "adaptive entropy bonus"])
 def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path, sync):
     """With ``sync_ref_model`` the reference moved at steps 1 and 2: the checkpoint
-    keeps it, or step 3's KL would pull toward the initial model."""
+    keeps it, or step 3's KL would pull toward the initial model. With adaptive
+    entropy control it keeps the coefficient, or step 3 would apply none."""
     config = dict(
         max_steps=3,
         save_every=2,
@@ -537,7 +566,7 @@ def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path, sync):
     )
     full = full_trainer.train()
     checkpoint = tmp_path / "run" / "checkpoint-2"
-    assert (checkpoint / "ref_model").is_dir() == bool(sync)
+    assert (checkpoint / "ref_model").is_dir() == ("sync_ref_model" in sync)
     assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 2
     # a fresh process would build the same initial model, then resume
     model_b = random_model(tokenizer, size="micro", seed=0)
