@@ -1214,9 +1214,9 @@ plt.show()
 # changes nothing there; with $\hat A < 0$ GRPO's weight grows with the ratio without
 # bound and the cap cuts it to 0 at $\rho_{\max}$. SAPO's weight is close to GRPO's
 # inside the clip range and does not drop at its edge: it is the gate's slope
-# $4\sigma(1-\sigma)$ times the ratio, which at $\gamma = 1$ keeps it above 1 up to a
-# ratio of about 3.5, and only then fades (the column at 5). A larger $\gamma$ narrows
-# the gate.
+# $4\sigma(1-\sigma)$ times the ratio, which at $\gamma = 1$ keeps it above 1 well
+# past the clip range (the column at 2.5), and only then fades (the column at 5). A
+# larger $\gamma$ narrows the gate.
 #
 # On the first pass over a batch every ratio is 1 and every mean log-ratio 0. There
 # the cap does not bind, SAPO's slope $4\sigma(0)(1-\sigma(0))$ is exactly 1 and the
@@ -1364,7 +1364,9 @@ say(f"After the smaller step, {low['outside [0.8, 1.2]']:.2%} of the tokens have
 # for chapter 7's full 150 steps with the trainer's default rollout engine: the
 # entropy mask at $\lambda = 0.2$ with one pass, four seeds, against chapter 7's
 # twenty-four seeds of the same engine and draw (they compute each group's prompt
-# once, which gives the same log-probs to round-off); and SAPO with $\mu = 2$, two
+# once, which gives the same log-probs to round-off; their seeds 0 to 3 ran on
+# another CPU, so the twenty-four seeds' range is the fairer yardstick than a
+# seed-by-seed pairing); and SAPO with $\mu = 2$, two
 # seeds, against GRPO with $\mu = 2$ on the same engine. The commands are in each
 # run's `README.md`:
 
@@ -1409,7 +1411,8 @@ def points(a, b):
 say(f"With $\\lambda = 0.2$, seeds 0 to 3 end at "
     + ", ".join(f"{a:.3f}" for a in ent_acc)
     + ", against " + ", ".join(f"{b:.3f}" for b in base_acc[:4])
-    + f" for the same seeds with every token: a mean of {np.mean(ent_acc):.3f} against "
+    + f" for seeds 0 to 3 with every token (on another CPU): a mean of "
+    f"{np.mean(ent_acc):.3f} against "
     f"{np.mean(base_acc):.3f} for all {len(base_acc)} seeds with every token (range "
     f"{min(base_acc):.3f}-{max(base_acc):.3f}); {under_mean} of the 4 end below that "
     f"mean and "
@@ -1430,10 +1433,11 @@ say(f"With $\\lambda = 0.2$, seeds 0 to 3 end at "
 # of this section), so its second pass moves the policy further than GRPO's; one
 # reading of its lower accuracy at step 75 is the one the $\mu > 1$ runs above
 # suggest, a larger step per batch at a learning rate chosen for one pass. Two seeds
-# cannot tell. The cap and the off-policy mask bound on nothing at their papers'
-# values ($\rho_{\max} = 4$, $\kappa = 0.5$) in the step measured above, and only on
-# a few tokens or completions when set tighter; they are there for the stale, long
-# and mismatched batches of {doc}`chapter 20 <20_async_rl>` and of larger models.
+# cannot tell. The cap and the off-policy mask bound on nothing at INTELLECT-2's
+# $\rho_{\max} = 4$ and TRL's example $\kappa = 0.5$ in the step measured above;
+# set tighter, the cap bound on a few tokens and the mask on part of the completions
+# with $\hat A < 0$ (the table above). They are there for the stale, long and
+# mismatched batches of {doc}`chapter 20 <20_async_rl>` and of larger models.
 
 # %% [markdown]
 # (ch08-sequence-losses)=
@@ -1508,8 +1512,8 @@ plt.show()
 # REINFORCE's, so both differ from their twins only on a second pass. For a
 # completion whose tokens all drift the same way, the product moves far faster than
 # the geometric mean: 50 token ratios of 1.01 give $s_i = 1.01$ but
-# $w_i = 1.01^{50} \approx 1.64$. The sequence ratios of the batch above, after the
-# one AdamW step at each learning rate:
+# $w_i = 1.01^{50}$, past the clip range's $1 + \varepsilon$. The sequence ratios of
+# the batch above, after the one AdamW step at each learning rate:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1552,7 +1556,9 @@ say(f"After the smaller step the completions' ratios $w_i$ run from "
 # Both trained for chapter 7's 150 steps with $\mu = 2$ and the trainer's default
 # rollout engine (`scripts/ch08_luspo_vespo_runs.sh`), two seeds each: LUSPO with
 # GSPO's ratio and clip range ($3\cdot10^{-4}$ / $4\cdot10^{-4}$), next to the GSPO
-# pair of the PPO section; VESPO with TRL's default shape, next to GRPO and SAPO with
+# pair of the PPO section (which rolled out with the `transformers` engine on another
+# CPU, so the two pairs differ in more than the loss); VESPO with TRL's default
+# shape, next to GRPO and SAPO with
 # $\mu = 2$. VESPO averages as `dapo` does, so a DAPO pair with $\mu = 2$ separates
 # its weights from its average. The length columns are means over the last 25 steps:
 
@@ -1594,9 +1600,10 @@ say(f"LUSPO ends at {mean_range(seq_acc['luspo, mu 2'])} held-out strict accurac
 # Every loss of the table ends its completions at about the same length. The
 # problems set how long their chains are, and nothing on this task grows the way
 # the long reasoning traces of the LUSPO paper do, so there is no length bias here
-# for LUSPO to remove, and its accuracy range overlaps GSPO's. VESPO ends above the
-# other losses with $\mu = 2$, DAPO's included, whose average it shares: on these
-# runs the difference comes with its weights, not with its average. Two seeds a side
+# for LUSPO to remove, and its accuracy range overlaps GSPO's. VESPO's mean is the
+# highest of the losses with $\mu = 2$; both its seeds end above both seeds of GRPO,
+# SAPO and DAPO, whose average it shares (LUSPO's range overlaps it): on these runs
+# the difference comes with its weights, not with its average. Two seeds a side
 # make that a lead, not a result. Its paper reports stable training on batches up
 # to 64 times stale {cite}`shen2026vespo`, the setting its weights were made for;
 # the asynchronous trainer of {doc}`chapter 20 <20_async_rl>` takes

@@ -111,10 +111,11 @@ train_set = load_task_split("arithmetic", "train")
 # $$
 #
 # The second formula is the reward of this chapter's runs: chapter 7's R1-Zero reward
-# plus the language term. The report gives no weight for the sum; this book weights
-# the language term 0.2 (as in the worked example below), so that it can move a
-# completion's reward by at most 0.2 and never lifts a wrong answer above a right one
-# (exercise 11.4 looks at the weight 1). The function, from `grpo_lib.rewards`:
+# plus the language term. The report sums the two directly (weight 1 each); this
+# book weights the language term 0.2 (as in the worked example below), so that it can
+# move a completion's reward by at most 0.2 and never lifts a wrong answer above a
+# right one (exercise 11.4 looks at the weight 1). The function, from
+# `grpo_lib.rewards`:
 
 # %%
 show_source(language_consistency_reward, docstring=False)
@@ -269,8 +270,9 @@ if len(mixed_rows):
 #   steps;
 # - **from the base model** (R1-Zero plus the language reward), evaluated every 25
 #   steps;
-# - **from a lighter cold start**, the cold-start recipe stopped after 128 steps, at
-#   the cold-start runs' settings, evaluated every 25 steps; they are read in
+# - **from a lighter cold start**, the cold-start recipe shortened to 128 steps (its
+#   cosine schedule completed within them), at the cold-start runs' settings,
+#   evaluated every 25 steps; they are read in
 #   {ref}`ch11-habits`, where a measurement predicts what they should do;
 # - **from a self-distilled cold start**, the base model fine-tuned for 40 steps on
 #   its own right, well-formatted, English answers, at chapter 7's settings,
@@ -395,8 +397,8 @@ say(f"From the cold-start model the held-out language-mixed rate is at most "
 # did not happen. DeepSeek added it because their RL stage still mixed languages
 # after the cold start, "particularly when RL prompts involve multiple languages"
 # {cite}`deepseekai2025r1`; the prompts here are all English. Could this book's
-# model take prompts in two languages? Ask the cold-start model the held-out problems
-# in Chinese, three ways, and sample 4 answers each:
+# model take prompts in two languages? Ask the cold-start model the first held-out
+# problems in Chinese, three ways, and sample 4 answers each:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -672,7 +674,7 @@ say("On prompts in two languages the comparison during training rests on a handf
 # And the accuracy. Is a difference a cost or noise? Two yardsticks: a strict
 # accuracy on 500 problems has a binomial standard error of about
 # $\sqrt{p(1-p)/500}$, and two seeds of the same configuration differ too. Besides the
-# final evaluation (`end`), the table averages the evaluations of the second half of
+# final evaluation (`end`), the table averages the evaluations of the last third of
 # each run (`late`, step $\ge$ 100), which is less noisy than one evaluation alone:
 
 # %%
@@ -741,10 +743,10 @@ say(f"From the base model the language runs end "
 #
 # The weights $w_k$ look like the say each reward has, but after the division what
 # counts is each reward's *spread inside the group*, times its weight, next to the
-# spread of the sum. A 0/1 accuracy reward that varies in a group has a spread of about
-# 0.5; a language share that differs by one word in ten in one answer, times 0.2, has a
-# spread of about a hundredth, and disappears in the sum. In a group where every answer
-# is right the opposite happens: the accuracy term is constant, the tiny language
+# spread of the sum. A 0/1 accuracy reward that varies in a group spreads by a large
+# share of its range; a language share that differs by one word in ten in one answer,
+# times 0.2, spreads by far less, and disappears in the sum. In a group where every
+# answer is right the opposite happens: the accuracy term is constant, the tiny language
 # difference is all the spread there is, and the division blows it up to advantages of
 # order 1, whatever its weight. Group reward-Decoupled normalization Policy Optimization
 # (GDPO) {cite}`liu2026gdpo` normalises each reward inside its group first, sums with
@@ -1082,9 +1084,9 @@ show_source(habit_advantage)
 
 # %% [markdown]
 # A check you can do by hand: one group of four with rewards 1, 0, 1, 0 (mean 0.5,
-# sample standard deviation $\sqrt{1/3}$, so advantages $\pm 0.866$), the habit on
-# the first right answer alone, on one right and one wrong answer, and on the wrong
-# answers only:
+# sample standard deviation $\sqrt{1/3}$, so advantages $\pm 0.5/\sqrt{1/3}$), the
+# habit on the first right answer alone, on one right and one wrong answer, and on
+# the wrong answers only:
 
 # %%
 hand_rewards = [1.0, 0.0, 1.0, 0.0]
@@ -1094,8 +1096,9 @@ for flags in ([True, False, False, False], [True, True, False, False],
 
 # %% [markdown]
 # Now the same quantity on real samples, at five starting points: the base model; a
-# **lighter cold start**, the cold-start recipe stopped after 128 steps (2,048 of the
-# 4,000 annotated conversations, each seen once; `configs/cold_start_light.yaml`),
+# **lighter cold start**, the cold-start recipe shortened to 128 steps (2,048 of the
+# annotated conversations, each seen once, with the cosine schedule completed within
+# the 128; `configs/cold_start_light.yaml`),
 # trained in the next cell; a **self-distilled cold start**, trained in the cell
 # after it and described in {ref}`ch11-self`; the cold-start model (750 steps, three
 # epochs); and the R1-Zero model, chapter 7's run after 150 steps of accuracy-only RL

@@ -399,11 +399,11 @@ say(f"After 150 steps TRL's two runs reach {trl_final.iloc[0]:.3f} and "
 # - A reward function written for our trainer runs in TRL behind one wrapper: take
 #   the last message of each completion, pass the dataset's columns, drop TRL's own
 #   extras.
-# - Our configuration maps onto TRL's field by field. Two TRL defaults change the
-#   objective: `loss_type="dapo"` (one weight per token of the batch instead of per
-#   completion) and `beta=0.0` (no KL term, no reference model); the learning rate,
-#   the schedule, precision and gradient checkpointing also differ and are set
-#   explicitly.
+# - Our configuration maps onto TRL's field by field. Two TRL defaults depart from
+#   the GRPO paper's objective: `loss_type="dapo"` (one weight per token of the batch
+#   instead of per completion; ours is `"grpo"`) and `beta=0.0` (no KL term, no
+#   reference model; ours too). TRL's learning rate, schedule, precision and gradient
+#   checkpointing also differ from ours and are set explicitly.
 # - On one real batch TRL's loss code and ours give the same loss and the same
 #   gradients to round-off, for both aggregations. The `"grpo"` loss is zero at the
 #   first update of every step although its gradient is not.

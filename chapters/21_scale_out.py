@@ -123,8 +123,8 @@ print(pd.DataFrame(summary["scored_per_process"]).to_string(index=False))
 
 # %% [markdown]
 # Each process scored half of every step's completions, in whole groups. One detail
-# of the launch: `accelerate`'s `MULTI_CPU` mode starts its processes with `mpirun`,
-# and on a machine without mpirun (or without a hostfile for it) it starts only one.
+# of the launch: `accelerate`'s `MULTI_CPU` mode starts its processes with `mpirun`
+# only when it is given an mpirun hostfile; without one it starts a single process.
 # So `cpu_2proc.yaml` says `distributed_type: MULTI_GPU`, as the table below shows,
 # only to get the `torchrun` launcher, which starts both copies with or without GPUs;
 # in each copy TRL's `use_cpu=True` makes the run `MULTI_CPU` with the gloo backend,
@@ -284,11 +284,12 @@ print(f"parameters: {params / 1e6:.0f}M; bfloat16 weights {2 * params / 2**30:.2
 print(work.to_string(float_format=lambda v: f"{v:.1f}"))
 
 # %% [markdown]
-# How long that takes was measured once, on an H100. `benchmarks/gpu_pass.sh` ran
-# one step of this recipe's batch on a model of the same shape, with random weights
-# (the time does not depend on them): 16 prompts × 8 completions, every completion
-# forced to 512 tokens, micro-batches of 16, bfloat16, our fast rollout (chapter 19's
-# decode step replayed as a CUDA graph), after the benchmark's short prompts.
+# How long that takes was measured once, on an H100. `benchmarks/gpu_pass.sh` timed
+# steps of this recipe's batch (one warm-up, two measured) on a model of the same
+# shape, with random weights (the time does not depend on them): 16 prompts × 8
+# completions, every completion forced to 512 tokens, micro-batches of 16, bfloat16,
+# our fast rollout (chapter 19's decode step replayed as a CUDA graph), after the
+# benchmark's short prompts.
 # The row in `benchmarks/results/step_vs_trl.csv`:
 
 # %%
