@@ -55,7 +55,7 @@ from grpo_lib.advantages import group_advantages
 from grpo_lib.display import say, show_source
 from grpo_lib.evaluation import evaluate
 from grpo_lib.logprobs import sequence_logprobs
-from grpo_lib.losses import policy_loss
+from grpo_lib.losses import adaptive_entropy_coef, policy_loss
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.objective import kl_estimate, sync_reference
 from grpo_lib.profiles import profile
@@ -1424,7 +1424,8 @@ say("Each remedy against its comparison, means of two seeds over the last 25 ste
 #   it is higher by construction.)
 # * **The entropy bonus at 0.02** raised the entropy a little and left the share of
 #   groups with equal rewards where it was. Its gradient is small on tokens this
-#   certain; a larger coefficient, with its own seeds, is the next experiment.
+#   certain; a larger coefficient is the next experiment, and
+#   {ref}`ch09-adaptive-entropy` lets the run choose it.
 # * **Clip-higher** acts only on tokens whose ratio reaches $1 + \varepsilon$, and
 #   with $\mu = 2$ that is a fraction of a percent of the tokens (the `clipped high`
 #   column): too few for the higher bound to show in the entropy or in the accuracy
@@ -1440,6 +1441,120 @@ say("Each remedy against its comparison, means of two seeds over the last 25 ste
 # Entropy collapse is also why so few loopholes were taken in {ref}`ch09-loophole`: a
 # policy whose groups are mostly alike rarely samples an exploit, and it cannot
 # reinforce one it does not sample.
+
+# %% [markdown]
+# (ch09-adaptive-entropy)=
+# ### A bonus that sets its own size
+#
+# A fixed coefficient has to be guessed: 0.02 did little here, and the size that
+# helps depends on the model, the task and how far training has gone. Skywork-OR1
+# {cite}`he2025skywork` lets the run set it. After every optimizer step the
+# coefficient moves by a small step $\Delta c$ toward holding the entropy at a target
+# $H_{\mathrm{target}}$: up while the step's mean entropy $\bar H$ is at or under
+# the target, down once it is over, within $[c_{\min}, c_{\max}]$. The next step
+# applies the bonus only if the last one was at or under the target, so a policy
+# above its target trains without it. TRL runs this as `use_adaptive_entropy`, with
+# `entropy_target` 0.2 nats, `entropy_coef_delta` 0.005 and the range $[0, 1]$ by
+# default; `GRPOConfig` has the same five fields.
+
+# %%
+show_source(adaptive_entropy_coef)
+
+# %% [markdown]
+# The trainer keeps the coefficient and the last step's entropy between steps, and
+# in its checkpoints, so a resumed run picks up the same coefficient. Two arms of
+# chapter 7's run, two seeds each, the rest as the runs above
+# (`scripts/ch09_adaptive_entropy_runs.sh`): TRL's default target of 0.2 nats, and a
+# target of 0.03 nats, about the entropy chapter 7's runs start at.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+ADAPTIVE = {"adaptive, target 0.2": "ch09_adaptive_target02",
+            "adaptive, target 0.03": "ch09_adaptive_target003"}
+adaptive_runs = {label: remedy_runs[label]  # the two runs to compare with, from above
+                 for label in ("mu = 1 (chapter 7)", "entropy bonus 0.02")}
+adaptive_runs |= {label: run_metrics(stem) for label, stem in ADAPTIVE.items()}
+adaptive_rows = []
+for label, runs in adaptive_runs.items():
+    coef = [m["entropy_coef"] if "entropy_coef" in m else None for m, _ in runs]
+    adaptive_rows.append({
+        "run": label,
+        "entropy, last 25": mean_range([m["entropy"].tail(25).mean() for m, _ in runs],
+                                       4),
+        "coefficient, mean": (mean_range([c.mean() for c in coef], 3)
+                              if coef[0] is not None else "-"),
+        "coefficient, last": (mean_range([c.iloc[-1] for c in coef], 3)
+                              if coef[0] is not None else "-"),
+        "zero_std_frac, last 25": mean_range(
+            [m["zero_std_frac"].tail(25).mean() for m, _ in runs], 2),
+        "held-out strict, end": mean_range([ev["strict_acc"].iloc[-1]
+                                            for _, ev in runs])})
+pd.DataFrame(adaptive_rows).set_index("run")
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(7.3, 3.0), constrained_layout=True)
+for label, runs in adaptive_runs.items():
+    color = None
+    for seed, (m, _) in enumerate(runs):
+        smooth = m.rolling(10, 1).mean()
+        line, = axes[0].plot(m["step"], smooth["entropy"], color=color,
+                             label=label if seed == 0 else None)
+        color = line.get_color()
+        axes[1].plot(m["step"], smooth["zero_std_frac"], color=color)
+        if "entropy_coef" in m:
+            axes[2].plot(m["step"], m["entropy_coef"], color=color)
+axes[0].set_yscale("log")
+for ax, title in zip(axes, ("entropy (nats/token, log scale)", "zero_std_frac",
+                            "coefficient $c_H$")):
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+fig.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2)
+fig.suptitle("Adaptive entropy control, two seeds each (10-step means)",
+             fontsize=10)
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+def per_seed(label, read):
+    """``read(metrics, evals)`` for each seed of an arm of ``adaptive_runs``."""
+    return [read(m, ev) for m, ev in adaptive_runs[label]]
+
+
+high, near = "adaptive, target 0.2", "adaptive, target 0.03"
+plain = "mu = 1 (chapter 7)"
+peak = {label: per_seed(label, lambda m, _: m["entropy"].max())
+        for label in (high, near)}
+top = {label: per_seed(label, lambda m, _: m["entropy_coef"].max())
+       for label in (high, near)}
+end = {label: per_seed(label, lambda _, ev: ev["strict_acc"].iloc[-1])
+       for label in adaptive_runs}
+late = {label: per_seed(label, lambda m, _: m["entropy"].tail(25).mean())
+        for label in adaptive_runs}
+dead = {label: per_seed(label, lambda m, _: m["zero_std_frac"].tail(25).mean())
+        for label in adaptive_runs}
+say(f"Target 0.2: the coefficient climbs to {mean_range(top[high], 2)}, the entropy "
+    f"peaks at {mean_range(peak[high], 3)} nats, and held-out strict accuracy ends "
+    f"at {mean_range(end[high])}, against {mean_range(end[plain])} without a bonus. "
+    f"Target 0.03: the coefficient reaches {mean_range(top[near], 2)}, the entropy "
+    f"over the last 25 steps is {mean_range(late[near], 4)} against "
+    f"{mean_range(late[plain], 4)} without a bonus, groups with equal rewards "
+    f"{mean_range(dead[near], 2)} against {mean_range(dead[plain], 2)}, and held-out "
+    f"accuracy ends at {mean_range(end[near])}.")
+
+# %% [markdown]
+# TRL's default target is a number for large models, whose token entropy starts far
+# higher. Chapter 7's policy starts far under it, so the controller sees entropy under
+# the target step after step and the coefficient only climbs, 0.005 at a time, until
+# the bonus outweighs the reward's pull: then the entropy takes off and the accuracy
+# falls with it, in one seed far more than in the other. In that seed the entropy
+# passed the target and the coefficient turned down only after the damage was done;
+# in the other the coefficient was still climbing at the last step. A target near
+# the task's own starting entropy does what the fixed bonus of 0.02 could not: it
+# holds the entropy where it started and keeps more groups alive. It did not buy
+# accuracy here; both seeds end a little under the runs without a bonus. The target,
+# not the coefficient, is now the setting to choose, and it is read from one's own
+# run: the entropy logged in its first steps.
 
 # %% [markdown]
 # (ch09-repetition)=
@@ -1689,7 +1804,7 @@ print(f"by hand: dapo -sum_i A_i |o_i| / N = {dapo_by_hand.item():+.4f}, "
 # | grader with a loophole | `reward/<fn>` above `accuracy` on the same samples (paid but wrong); the exploit's own measure rising (length and repeated trigrams under a length bonus); held-out strict accuracy below a run with a correct grader | parse the answer; score a missing answer as low as a wrong one; log each exploit's measure from step 1, as a reward function at weight 0 |
 # | large $\beta$ | `kl` held small while `accuracy` stays flat; a smaller distance to the base and a smaller held-out gain than a $\beta = 0$ run | $\beta = 0$ for reasoning RL from a base model; otherwise pick $\beta$ from the balance points of {ref}`ch09-kl-balance`, or let the reference move ({ref}`ch09-ref-sync`) |
 # | zero-variance groups | high `zero_std_frac`, smaller `grad_norm` (zero when every group is dead) | filter the prompts; `dynamic_sampling=True` at a generation cost |
-# | entropy collapse | `entropy` falling and `zero_std_frac` rising while the accuracy levels off | a higher sampling temperature; clip-higher where the upper clip binds; an entropy bonus large enough to act; judge each by `zero_std_frac` |
+# | entropy collapse | `entropy` falling and `zero_std_frac` rising while the accuracy levels off | a higher sampling temperature; clip-higher where the upper clip binds; an entropy bonus large enough to act, or adaptive control with a target read from the run's first steps (not TRL's 0.2 on a small model); judge each by `zero_std_frac` |
 # | repetition | `repetition_rate` of the harness, `completion_length` and `truncated_frac` rising | check what the reward pays for; a repetition penalty |
 # | loss ≈ 0 | `loss` ≈ 0 while `grad_norm` > 0 | nothing is wrong: read the reward and held-out metrics |
 
@@ -1791,3 +1906,27 @@ try:
 except NotImplementedError:
     print("Not implemented yet: walk the two models' parameters side by side; "
           "parameters require grad, so change them under torch.no_grad().")
+
+# %% [markdown]
+# **9.6 — A bonus that sets its own size.** Write `my_applied_entropy_coefs(entropies,
+# target, delta, coef_min, coef_max, coef=0.0)`: `entropies` are the mean token
+# entropies of a run's optimizer steps, in order, and `coef` the first coefficient;
+# return the coefficient each step applies under adaptive entropy control
+# ({ref}`ch09-adaptive-entropy`). Then say what TRL's defaults make of a target the
+# policy's entropy never reaches.
+
+# %%
+from grpo_lib.exercises.ch09 import check_applied_entropy_coefs
+
+
+def my_applied_entropy_coefs(entropies, target, delta, coef_min, coef_max, coef=0.0):
+    # your code here
+    raise NotImplementedError
+
+
+try:
+    check_applied_entropy_coefs(my_applied_entropy_coefs)
+except NotImplementedError:
+    print("Not implemented yet: carry the coefficient and the last step's entropy "
+          "from step to step; a step's bonus is fixed before its own entropy is "
+          "measured.")

@@ -433,7 +433,8 @@ say(f"Here the formula takes {bf16_attention['eager']:.0f} ms and the fused kern
 #
 # The sampler first: 64 rows of `LENGTH` new tokens (every row forced to the full
 # length), `transformers`' `generate` against the book's sampler with each decode loop
-# (the fast one with both of its draws, {ref}`ch19-ablation` says why), each timed
+# (the fast one with its inverse-CDF and its multinomial draw, {ref}`ch19-ablation`
+# says why), each timed
 # three times after a warm-up, the best time counting:
 
 # %%
@@ -1196,7 +1197,8 @@ say(f"With `torch.multinomial` the fast decode step trains "
 # sensitive to that: seed 7's sampler and fast runs share their random numbers and end
 # far apart once round-off has separated them ({doc}`09_failure_modes`). What in the
 # inverse-CDF stream tips the runs low is not found by these checks. The fast engine
-# offers both draws: `rollout_sampler="inverse_cdf"` (the fastest draw; see the timings
+# offers these two draws (and a third, the race below): `rollout_sampler="inverse_cdf"`
+# (the fastest draw; see the timings
 # in {ref}`ch19-race`) and `rollout_sampler="multinomial"`, the numerics arm above,
 # which trains the standard run token for token and keeps the decode step's share of the
 # speed-up.
@@ -1517,9 +1519,9 @@ gained = {name: same_us["torch.multinomial"] - same_us[name]
           for name in ("sample_multinomial", "race from uniform numbers")}
 say(f"Here `sample_multinomial` takes {same_us['sample_multinomial']:.0f} µs where "
     f"`torch.multinomial` takes {same_us['torch.multinomial']:.0f} µs: "
-    f"{gained['sample_multinomial'] * (LENGTH - 1) / 1e3:.0f} ms less per rollout of "
-    f"{LENGTH} tokens, against "
-    f"{gained['race from uniform numbers'] * (LENGTH - 1) / 1e3:.0f} ms for the race "
+    f"{gained['sample_multinomial'] * LENGTH / 1e3:.0f} ms less per rollout of "
+    f"{LENGTH} tokens (one draw a token), against "
+    f"{gained['race from uniform numbers'] * LENGTH / 1e3:.0f} ms for the race "
     "from uniform numbers.")
 
 # %% [markdown]
@@ -1612,8 +1614,8 @@ say(f"On seeds 24 to 35 the trainer's own streams end at {control.min():.3f}–"
 # %% [markdown]
 # The control changed two things at once against the standard path's 24 runs: the
 # seeds, and the path. Its runs use the fast engine and compute the prompt once in
-# the update, whose round-off parts them from the standard path's runs after a few
-# dozen steps. The standard path itself on the first eight of those seeds, on a
+# the update, whose round-off parts them from the standard path's runs (the steps are
+# counted below). The standard path itself on the first eight of those seeds, on a
 # 2-core Intel machine like the control's, one torch thread each, two at a time
 # (`ch07_r1_zero_standard_seed*_cpu`), tells the seeds from the path:
 
@@ -1634,11 +1636,14 @@ ahead = int((std_new > ctl_new).sum())
 tied = int((std_new == ctl_new).sum())
 p_paths = permutation_p(std_new, ctl_new)
 p_seeds = permutation_p(all_standard, std_new)
+parts = [parted_at(ch07_run("standard, the control's machine", seed),
+                   ch07_run("multinomial", seed)) for seed in CONTROL_SEEDS]
 say(f"On seeds 24 to 31 the standard path ends at {std_new.min():.3f}–"
     f"{std_new.max():.3f} (mean {std_new.mean():.3f}), {(std_new < LOW).sum()} of "
     f"{len(std_new)} runs below {LOW}; the fast path on the same seeds at mean "
-    f"{ctl_new.mean():.3f}. Seed by seed the standard path is ahead on {ahead}, level "
-    f"on {tied} and behind on {len(std_new) - ahead - tied}. The share of 20,000 "
+    f"{ctl_new.mean():.3f}; the two paths' training accuracy first differs at steps "
+    f"{min(parts)}–{max(parts)}. Seed by seed the standard path is ahead on {ahead}, "
+    f"level on {tied} and behind on {len(std_new) - ahead - tied}. The share of 20,000 "
     f"shuffles that put the means as far apart: {p_paths:.3f} between the two paths "
     f"on these seeds, {p_seeds:.3f} between the standard path's first 24 runs and "
     f"these. "
@@ -1716,10 +1721,11 @@ show_source(graph_step)
 
 # %% [markdown]
 # The loop around it runs step 0 eagerly on a side stream, which warms up the
-# kernels and their workspaces as a capture requires. It records step 1 once, which
-# runs nothing, and replays it for every later step. `decode_fast` takes this path on
-# a CUDA device for greedy decoding and for the inverse-CDF and multinomial draws; only
-# the race of other uniform numbers (`sampler="race"`) keeps the eager loop.
+# kernels and their workspaces as a capture requires. It records step 1 once
+# (recording runs nothing), then replays the graph for step 1 and every step after it.
+# `decode_fast` takes this path on a CUDA device for greedy decoding and for the
+# inverse-CDF and multinomial draws; only the race of other uniform numbers
+# (`sampler="race"`) keeps the eager loop.
 
 # %%
 show_source(decode_graphed, start="graph, done = None, 0", end="break")

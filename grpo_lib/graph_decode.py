@@ -23,9 +23,9 @@ number:
   ``[b, max_new_tokens]`` buffers at the step's column.
 
 The loop is then: fill the random numbers, replay, and ask once whether every row has
-stopped. Step 0 runs eagerly on a side stream (the warm-up a capture needs), step 1 is
-captured, and every later step is a replay. Without CUDA (``capture=False``) the same
-step function runs eagerly, which is how the tests check it on a CPU.
+stopped. Step 0 runs eagerly on a side stream (the warm-up a capture needs); step 1 is
+captured, which runs nothing, then replayed like every later step. Without CUDA
+(``capture=False``) the same step function runs eagerly, as the tests run it on a CPU.
 
 A graph cannot raise, so the draws cannot refuse logits that are not finite the way
 ``torch.multinomial`` does; the sampler's log-probs record them (a ``nan`` for each

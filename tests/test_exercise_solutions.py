@@ -188,6 +188,15 @@ def _ch08_vespo_without_mask(log_ratio, advantages, mask):
     return torch.exp(lam + k * log_w - lam * log_w.exp())
 
 
+def _ch09_schedule_gated_now(entropies, target, delta, coef_min, coef_max, coef):
+    applied = []
+    for h in entropies:  # wrong: gated by the step's own entropy, from step 1 on
+        applied.append(coef if h <= target else 0.0)
+        coef = min(coef + delta, coef_max) if h <= target else max(coef - delta,
+                                                                    coef_min)
+    return applied
+
+
 def _ch09_sync_swapped(policy, reference, alpha):
     with torch.no_grad():
         for ref, theta in zip(reference.parameters(), policy.parameters()):
@@ -441,6 +450,8 @@ WRONG_ATTEMPTS = {
     "ch09.check_mean_entropy": (_ch09_entropy_per_completion,
                                 "averaged each completion first"),
     "ch09.check_sync_reference": (_ch09_sync_swapped, "You gave alpha to the old"),
+    "ch09.check_applied_entropy_coefs": (_ch09_schedule_gated_now,
+                                         "gate it by the previous step's entropy"),
     "ch10.check_assistant_mask": (_ch10_mask_without_im_end, "learns to stop"),
     "ch10.check_normalize_trace": (_ch10_normalize_by_split, "one space inside it"),
     "ch10.check_steps_to_reach": (_ch10_steps_with_partial_windows, "full windows"),

@@ -222,3 +222,72 @@ def check_sync_reference(fn) -> bool:
     print("check_sync_reference: the reference moves to alpha theta + (1 - alpha) "
           "theta_ref in place, and the policy stays, for alpha 0.6, 1 and 0.25.")
     return True
+
+
+def reference_applied_entropy_coefs(entropies, target: float, delta: float,
+                                    coef_min: float, coef_max: float,
+                                    coef: float = 0.0) -> list[float]:
+    """The coefficient each optimizer step applies under adaptive entropy control.
+
+    Step :math:`k` applies :math:`c` only if step :math:`k-1`'s mean entropy was at
+    or under the target (step 1 has no step before it: 0); after step :math:`k`,
+    :math:`c` moves by :func:`grpo_lib.losses.adaptive_entropy_coef` with step
+    :math:`k`'s entropy. ``entropies``: the steps' mean entropies, in order.
+    """
+    from grpo_lib.losses import adaptive_entropy_coef
+
+    applied, last = [], None
+    for entropy in entropies:
+        applied.append(coef if last is not None and last <= target else 0.0)
+        coef = adaptive_entropy_coef(coef, entropy, target, delta, coef_min, coef_max)
+        last = entropy
+    return applied
+
+
+def _schedule_cases():
+    return [  # (entropies, target, delta, coef_min, coef_max, first coefficient)
+        ([0.1, 0.1, 0.1, 0.3, 0.3, 0.1, 0.1], 0.2, 0.05, 0.0, 0.12, 0.0),
+        ([0.2, 0.2, 0.25, 0.2, 0.15], 0.2, 0.01, 0.0, 1.0, 0.0),  # at the target
+        ([0.5, 0.5, 0.1, 0.1, 0.5], 0.3, 0.02, 0.01, 0.05, 0.04),  # a floor above 0
+        ([0.05] * 12, 0.2, 0.005, 0.0, 1.0, 0.0),  # TRL's step, always under
+    ]
+
+
+def check_applied_entropy_coefs(fn) -> bool:
+    """Check ``fn(entropies, target, delta, coef_min, coef_max, coef) -> list``.
+
+    Known value: entropies ``[0.1, 0.1, 0.1, 0.3, 0.3, 0.1, 0.1]`` with target 0.2,
+    delta 0.05, range [0, 0.12] and a first coefficient of 0 apply
+    ``[0, 0.05, 0.1, 0.12, 0, 0, 0.07]``.
+    """
+    for entropies, target, delta, low, high, coef in _schedule_cases():
+        args = (list(entropies), target, delta, low, high, coef)
+        expected = reference_applied_entropy_coefs(*args)
+        raw = fn(*args)
+        try:
+            got = [float(c) for c in raw]
+        except (TypeError, ValueError):
+            raise AssertionError(f"expected a list of numbers, got {raw!r}.") from None
+        if len(got) == len(expected) and all(
+                math.isclose(g, e, abs_tol=1e-9) for g, e in zip(got, expected)):
+            continue
+        hint = ""
+        now = []  # gated by the step's own entropy, which is not known before it
+        c = coef
+        for h in entropies:
+            now.append(c if h <= target else 0.0)
+            c = min(c + delta, high) if h <= target else max(c - delta, low)
+        if len(got) == len(now) and all(math.isclose(g, e, abs_tol=1e-9)
+                                        for g, e in zip(got, now)):
+            hint = (" A step's bonus is fixed before its entropy is measured: gate it "
+                    "by the previous step's entropy (and apply none at the first step).")
+        elif got and math.isclose(got[0], coef, abs_tol=1e-9) and coef != 0:
+            hint = " The first step has no step before it: it applies no bonus."
+        shown = [round(x, 4) for x in got]
+        raise AssertionError(
+            f"entropies {entropies}, target {target}, delta {delta}, range "
+            f"[{low}, {high}], first coefficient {coef}: expected "
+            f"{[round(x, 4) for x in expected]}, got {shown}.{hint}")
+    print("check_applied_entropy_coefs: the coefficients applied match adaptive "
+          "entropy control, at the target, with a floor and a cap.")
+    return True
