@@ -188,8 +188,8 @@ print(f"walkthrough's std {walkthrough_std}: "
 # %% [markdown]
 # The walkthrough gives the standard deviation as 0.5, "approximated". Neither
 # convention gives 0.5: it is a rounded value, and with only four outputs the choice
-# between $G$ and $G - 1$ moves the std by more than that rounding does (compare the
-# last two lines).
+# between $G$ and $G - 1$ moves the std by more than that rounding does (the two
+# stds printed above against the last line's distances from 0.5).
 #
 # ## Advantages
 #

@@ -305,7 +305,8 @@ print(f"slowest function on all {n_hostile} hostile completions: "
 #
 # The answer is evaluated by `safe_math.safe_eval`: the expression is parsed with `ast`
 # and walked by our own evaluator that knows numbers, `+ - * /`, unary minus and
-# parentheses — nothing else. Length and nesting are checked *before* parsing, every
+# parentheses, and nothing else by default (`**` only with `allow_pow=True`). Length
+# and nesting are checked *before* parsing, every
 # intermediate value is bounded, arithmetic is exact (`fractions.Fraction`), and every
 # parser failure (including `RecursionError` and `MemoryError`) comes back as an
 # `ExpressionError`.
@@ -435,9 +436,9 @@ pd.DataFrame({
 #
 # **Reasoning steps** (Open-R1): $r = \min(1, k/3)$ with $k$ the number of step markers
 # (`Step 1:`, numbered lines, bullets, `First,` / `Next,` / `Finally,`). The library
-# compiles the pattern with `re.MULTILINE`, so every line that starts with a number
-# counts; Open-R1's code leaves the flag out, so its `^\d+\.` matches only at the very
-# start of the text.
+# compiles the pattern with `re.MULTILINE`, so every line that starts with a numbered
+# item (`1.`, `2.`) counts; Open-R1's code leaves the flag out, so its `^\d+\.`
+# matches only at the very start of the text.
 
 # %%
 show_source(R.reasoning_steps_reward, docstring=False)
@@ -638,9 +639,10 @@ by_behaviour.round(2)
 #
 # A composed reward $r = \sum_k w_k r_k$ feeds the group advantages of
 # {doc}`01_two_plus_three_times_four`, $\hat A_i = (r_i - \bar r)/(\sigma_r +
-# \epsilon_{\mathrm{std}})$. The weights decide the *ranking* inside a group, and the
-# ranking is all GRPO learns from. With a format weight of 0.1, o3 (right, no tags)
-# beats o1 (wrong, tagged); with a weight of 1.5 it is the other way round.
+# \epsilon_{\mathrm{std}})$. The weights decide the *ranking* inside a group, which
+# sets the direction of each push, and the size of every advantage. With a format
+# weight of 0.1, o3 (right, no tags) beats o1 (wrong, tagged); with a weight of 1.5
+# it is the other way round.
 
 # %%
 # NBVAL_CHECK_OUTPUT

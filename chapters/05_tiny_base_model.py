@@ -36,7 +36,8 @@
 # - **Chinese step words in English reasoning**, `首先 3 * 4 = 12`: the
 #   language-consistency reward of {doc}`03_rule_rewards`, trained with in
 #   {doc}`11_language_consistency`.
-# - **Rambling repetition**, a step written four times: {ref}`ch09-repetition`.
+# - **Rambling repetition**, a step written three to five times:
+#   {ref}`ch09-repetition`.
 # - **A few self-corrections**, `Wait, * comes before + ...`: the "aha moment",
 #   {doc}`15_test_time_scaling`.
 #

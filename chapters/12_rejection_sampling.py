@@ -103,7 +103,7 @@ test_set = load_task_split("arithmetic", "test")
 #   languages, long paragraphs or code blocks are filtered out. About **600k**
 #   reasoning samples remain.
 # - **Non-reasoning data.** Writing, factual QA, self-cognition and translation,
-#   largely reused from DeepSeek-V3's own SFT data: about **200k** samples.
+#   partly reused from DeepSeek-V3's own SFT data: about **200k** samples.
 # - **SFT.** DeepSeek-V3-Base, the *base* model, is fine-tuned on the ~800k samples
 #   for two epochs. The result then goes on to the final RL stage.
 #
@@ -247,8 +247,8 @@ print("kept:", hand_kept["completion"].str.slice(0, 40).tolist())
 # space and a newline is a copy of the first `5 - 1` answer. Four samples survive;
 # the third prompt has none left, which the `prompts` column shows. Each candidate is
 # counted against the *first* filter that rejects it (the wrong, untagged
-# `7 * 2 = 14` is not blamed again by `formatted`): exercise 12.3 asks why that
-# matters.
+# `7 * 2 = 14` is not blamed again by `formatted`): exercise 12.3 computes these
+# counts, and its solution says why the order matters.
 
 # %% [markdown]
 # (ch12-live)=
@@ -516,8 +516,9 @@ print("words no training question uses:", NEW_WORDS_KEYS)
 # %% [markdown]
 # ## SFT stage 2
 #
-# The stage-2 configuration is the cold start's recipe (`configs/cold_start_annotator
-# .yaml`: learning rate $5 \cdot 10^{-4}$ with a cosine schedule, batches of 16, loss
+# The stage-2 configuration is the cold start's recipe
+# (`configs/cold_start_annotator.yaml`: learning rate $5 \cdot 10^{-4}$ with a cosine
+# schedule, batches of 16, loss
 # on the assistant's tokens only), run for six epochs instead of three, on a **data
 # mixture**: `train_file` lists two files, whose rows the trainer concatenates and
 # shuffles together. The control's configuration differs only in the first training
@@ -704,9 +705,10 @@ three = comparison.loc["stage 2, 3 epochs (logged)"]
 say(f"Three epochs were enough for the arithmetic (strict {three['strict_acc']:.3f}) "
     f"but not quite for the skills: "
     + ", ".join(f"{s.replace('_', ' ')} {three[s]:.2f}" for s in SKILLS)
-    + f". A number skill is a hundred facts, each met about "
+    + f". Each number-word skill is a hundred facts, each met about "
     f"{len(skill_rows) / len(SKILLS) / 100:.0f} times per epoch (half as often for "
-    f"each direction of translation); the longer run learns them.")
+    f"each direction of translation), while `compare` draws fresh pairs; the longer "
+    f"run learns them.")
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.4), constrained_layout=True,
@@ -896,8 +898,9 @@ say(f"The two models disagree on {n_ctl + n_s2} problems, and the control is the
 #   cannot borrow from pretraining.
 #
 # DeepSeek-R1 continues from here with a last RL stage "for all scenarios", which adds
-# rewards for helpfulness and harmlessness to the rule rewards; the stage-2 model is
-# that stage's starting point.
+# rewards for helpfulness and harmlessness to the rule rewards; in R1 the stage-2
+# model is that stage's starting point. Chapter 13 runs its experiment from the base
+# model instead.
 
 # %% [markdown]
 # ## Exercises

@@ -339,8 +339,8 @@ say(f"Among wrong answers, a good format adds {fmt_gain:.2f} to the score; among
 show_source(rm_lib.reward_model_reward, docstring=False)
 
 # %% [markdown]
-# The six runs take about half an hour of a 2-core CPU, so `scripts/ch13_runs.sh`
-# made them and the chapter reads their logs:
+# The six runs take too long to repeat here (their step times are in each run's
+# `README.md`), so `scripts/ch13_runs.sh` made them and the chapter reads their logs:
 
 # %%
 ARMS = {"reward model": "ch13_reward_model_seed{}_cpu",

@@ -37,7 +37,8 @@
 #
 # This chapter runs the same comparison on the book's task, with a student much
 # smaller than the tiny model. The teacher is chapter 11's reasoning model, and its
-# answers are chapter 12's rejection-sampled data: the book's own "800k samples".
+# answers are chapter 12's rejection-sampled data, the book's counterpart of R1's
+# ~600k reasoning samples (the non-reasoning skills data is left out here).
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -18,9 +18,9 @@
 # Every chapter so far has called the model as `transformers.Qwen2ForCausalLM`: a
 # function from token ids to logits that we trusted without reading. That was enough to
 # learn GRPO, but not to make it fast. On a GPU most of a GRPO step on a small model is
-# the rollout ({doc}`06_rollouts`), and on a CPU nearly half: one forward pass per
-# generated token, and the forward pass and its key/value cache are exactly the part
-# we did not own.
+# the rollout, and on a CPU about half with chapter 6's loop ({doc}`07_full_loop`
+# measures both): one forward pass per generated token, and the forward pass and its
+# key/value cache are exactly the part we did not own.
 #
 # This chapter writes the Qwen2 decoder {cite}`yang2024qwen2` in plain PyTorch, one
 # short function per block, each next to its formula:
@@ -616,8 +616,9 @@ print("same samples as the book's sampler:",
 # (ch16-speed)=
 # ## How fast?
 #
-# The rollout of a GRPO step on the tiny model: 8 prompts, $G = 8$ samples each, so 64
-# sequences, sampled at $\tau = 1$, every row forced to the same number of new tokens.
+# A GRPO rollout on the tiny model, of the size chapter 19 benchmarks: 8 prompts (half
+# of chapter 7's 16), $G = 8$ samples each, so 64 sequences, sampled at $\tau = 1$,
+# every row forced to the same number of new tokens.
 # Three loops decode the same thing: `transformers`' `generate`, the book's sampler of
 # {doc}`06_rollouts` (the same `transformers` model, with `DynamicCache`), and the
 # static decode. Each is timed a few times after a warm-up; the best time counts.
