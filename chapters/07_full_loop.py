@@ -15,10 +15,10 @@
 # (ch07)=
 # # The full loop: R1-Zero on arithmetic
 #
-# Part I built every piece of GRPO as a separate function: a sampler that writes a
-# group of answers, rule rewards that score them, group advantages that turn the
-# scores into credit, per-token log-probabilities, and the clipped loss. This chapter
-# puts them together into the loop and runs it on the tiny base model of
+# Parts I and II built every piece of GRPO as a separate function: a sampler that
+# writes a group of answers, rule rewards that score them, group advantages that turn
+# the scores into credit, per-token log-probabilities, and the clipped loss. This
+# chapter puts them together into the loop and runs it on the tiny base model of
 # {doc}`chapter 5 <05_tiny_base_model>`, the model that still thinks
 # $2 + 3 \cdot 4$ might be 20.
 #
@@ -48,7 +48,9 @@
 # \;\to\; \theta \leftarrow \theta - \eta\, \nabla_\theta \mathcal L
 # $$
 #
-# with $\bar r$ and $\sigma_r$ the mean and standard deviation of the group's rewards,
+# (the last arrow schematically: the book's step clips the gradient norm and takes an
+# AdamW step), with $\bar r$ and $\sigma_r$ the mean and standard deviation of the
+# group's rewards,
 # $\rho_{i,t} = \pi_\theta(o_{i,t}\mid q, o_{i,<t}) /
 # \pi_{\theta_{\mathrm{old}}}(o_{i,t}\mid q, o_{i,<t})$ the policy ratio, $\varepsilon$
 # the clip range and $\eta$ the learning rate (the symbols are those of
@@ -307,8 +309,9 @@ show_source(GRPOTrainer._update, start="for k, sl in enumerate(chunks):",
 
 # %% [markdown]
 # The configuration lives in `configs/r1_zero_arithmetic.yaml`; each key is a field of
-# `GRPOConfig` (named as in TRL). The profile decides the run's size: the smoke profile
-# takes two small steps into a temporary folder, the CPU profile runs the config as it
+# `GRPOConfig` (named as in TRL where TRL has the field). The profile decides the run's
+# size: the smoke profile takes two small steps into a temporary folder, the CPU
+# profile runs the config as it
 # is and writes its logs to `data/runs/ch07_r1_zero_cpu/` (the run kept in the
 # repository; model checkpoints are not written). The harness below evaluates before
 # and after, so the trainer's own periodic evaluation is switched off.
@@ -474,7 +477,7 @@ print(f"time per step: generation {m.time_generate.mean():.1f} s, update "
 #   easiest thing to change: early in the run nearly every sampled completion closes
 #   its tags (the printout gives the step at which the format rate's 10-step mean
 #   passes 0.95), and the format rate stays near 1 from then on, while the accuracy
-#   keeps climbing.
+#   rises more slowly.
 # - **Accuracy follows more slowly, and noisily**: each step sees a fresh batch of
 #   prompts, some harder than others, so the per-step accuracy jumps around its trend;
 #   the base model's arithmetic mistakes are the ones its pretraining corpus taught
@@ -727,8 +730,9 @@ say(f"The base model answered {int(untagged.sum())} of the {len(probe)} two-oper
     f"that are not the question's. Two-operand problems are "
     f"{share_train:.1%} of the training problems, so the run's {seen:,} prompts held "
     f"about {share_train * seen:.0f} of them; the pretraining corpus, written from the "
-    f"same training problems, answered {CorpusMix().format_rate:.0%} of its "
-    f"two-operand and parenthesised problems in a broken format.")
+    f"same training problems, drew a broken format for {CorpusMix().format_rate:.0%} "
+    f"of its two-operand problems (and of its parenthesised ones, unless they drew "
+    f"the left-to-right flaw first).")
 
 # %% [markdown]
 # The base model has two ways to answer `9 + 4`, and they do not know the same facts.
