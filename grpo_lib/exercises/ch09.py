@@ -280,7 +280,8 @@ def check_applied_entropy_coefs(fn) -> bool:
         if len(got) == len(now) and all(math.isclose(g, e, abs_tol=1e-9)
                                         for g, e in zip(got, now)):
             hint = (" A step's bonus is fixed before its entropy is measured: gate it "
-                    "by the previous step's entropy (and apply none at the first step).")
+                    "by the previous step's entropy (and apply none at the first "
+                    "step).")
         elif got and math.isclose(got[0], coef, abs_tol=1e-9) and coef != 0:
             hint = " The first step has no step before it: it applies no bonus."
         shown = [round(x, 4) for x in got]
