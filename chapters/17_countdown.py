@@ -2483,8 +2483,8 @@ def four_number_success(folder, step):
     if not (RUNS / folder / f"{eval_name(step)}_answers.jsonl.gz").exists():
         return float("nan")
     answers = read_answers(folder, step).query("mode == 'sampled'")
-    four = [len(test_rows[i]["numbers"]) == 4 for i in answers["prompt_index"]]
-    return answers.loc[four, "correct"].mean()
+    sizes = [len(test_rows[i]["numbers"]) for i in answers["prompt_index"]]
+    return share_by_size(answers["correct"], sizes)["4 numbers"]
 
 
 def glance_row(runs, step, base_runs=None):

@@ -5,6 +5,8 @@ import math
 
 import torch
 
+from ..losses import adaptive_entropy_coef
+
 
 def reference_zero_std_frac(rewards, group_size: int) -> float:
     """Share of groups whose ``group_size`` rewards are all equal (no learning signal).
@@ -234,8 +236,6 @@ def reference_applied_entropy_coefs(entropies, target: float, delta: float,
     :math:`c` moves by :func:`grpo_lib.losses.adaptive_entropy_coef` with step
     :math:`k`'s entropy. ``entropies``: the steps' mean entropies, in order.
     """
-    from grpo_lib.losses import adaptive_entropy_coef
-
     applied, last = [], None
     for entropy in entropies:
         applied.append(coef if last is not None and last <= target else 0.0)
@@ -276,7 +276,7 @@ def check_applied_entropy_coefs(fn) -> bool:
         c = coef
         for h in entropies:
             now.append(c if h <= target else 0.0)
-            c = min(c + delta, high) if h <= target else max(c - delta, low)
+            c = adaptive_entropy_coef(c, h, target, delta, low, high)
         if len(got) == len(now) and all(math.isclose(g, e, abs_tol=1e-9)
                                         for g, e in zip(got, now)):
             hint = (" A step's bonus is fixed before its entropy is measured: gate it "
