@@ -230,10 +230,12 @@ class AsyncGRPOTrainer(GRPOTrainer):
         if config.dynamic_sampling:
             raise ValueError("dynamic_sampling=True: the async trainer takes one "
                              "batch per step from its worker; set it to false.")
-        if config.num_iterations != 1:
-            raise ValueError(f"num_iterations={config.num_iterations}: the async "
-                             f"trainer's proximal policy is the policy at the start "
-                             f"of the step, so it takes mu = 1; set num_iterations=1.")
+        if config.updates_per_step != 1:
+            raise ValueError(f"num_iterations={config.num_iterations}, "
+                             f"num_mini_batches={config.num_mini_batches}: the async "
+                             f"trainer's proximal policy is the policy at the start of "
+                             f"the step, so it takes one update per step; set both "
+                             f"to 1.")
         if not config.model_name_or_path or not Path(
                 config.model_name_or_path).exists():
             raise ValueError(f"model_name_or_path={config.model_name_or_path!r}: the "

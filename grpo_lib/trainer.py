@@ -10,10 +10,12 @@ One training *step* (DeepSeekMath, Shao et al. 2024, Algorithm 1, with TRL's nam
 3. **credit** — group-relative advantages
    (:func:`grpo_lib.advantages.group_advantages`);
 4. **old and reference log-probs** — only what the loss needs: the old policy's
-   log-probs only when ``num_iterations`` (μ) > 1 (with μ = 1 the sampling policy *is*
-   the current policy, so ``old = logp.detach()``, as in TRL), the reference model's
-   only when ``beta > 0``;
-5. **update** — μ passes over the batch; each pass accumulates gradients over
+   log-probs only when a batch feeds more than one optimizer step (``num_iterations``
+   (μ) > 1 or ``num_mini_batches`` > 1; with one step the sampling policy *is* the
+   current policy, so ``old = logp.detach()``, as in TRL), the reference model's only
+   when ``beta > 0``;
+5. **update** — μ passes over the batch, each split into ``num_mini_batches``
+   mini-batches of whole groups; each mini-batch accumulates gradients over
    micro-batches (:func:`grpo_lib.losses.policy_loss`), clips the gradient norm and
    takes one AdamW step (warm-up, then the learning-rate schedule).
 
@@ -29,9 +31,10 @@ metrics in ``output_dir/metrics.csv``, atomic checkpoints every ``save_every`` s
 stopping. ``_update`` skips an update whose loss or gradient is NaN/inf.
 
 TRL equivalence: one step here is one *generation batch* in TRL with
-``generation_batch_size = per_step_prompts * num_generations`` and
-``steps_per_generation = gradient_accumulation_steps = generation_batch_size /
-micro_batch_size``; TRL counts μ optimizer steps for it, we count one step (and μ
+``generation_batch_size = per_step_prompts * num_generations``,
+``steps_per_generation = generation_batch_size / micro_batch_size`` and
+``gradient_accumulation_steps = steps_per_generation / num_mini_batches``; TRL counts
+μ x num_mini_batches optimizer steps for it, we count one step (and as many
 updates).
 """
 
@@ -247,6 +250,9 @@ class GRPOConfig(YAMLConfig):
     """Adaptive control: the largest coefficient."""
     num_iterations: int = 1
     """μ, optimizer passes over each sampled batch (> 1 needs the old log-probs)."""
+    num_mini_batches: int = 1
+    """Optimizer steps per pass: the batch split into this many mini-batches of whole
+    groups, one update each (PPO's mini-batches; > 1 needs the old log-probs)."""
     mask_truncated_completions: bool = False
     """Leave completions that hit max_completion_length out of the loss (DAPO)."""
 
@@ -287,7 +293,8 @@ class GRPOConfig(YAMLConfig):
     (grpo_lib.shared_prompt; the same log-probs to round-off, less work). Needs a
     Qwen2 policy and a micro_batch_size that is a multiple of num_generations."""
     max_steps: int = 100
-    """Training steps (each: one rollout batch and num_iterations optimizer updates)."""
+    """Training steps (each: one rollout batch and updates_per_step optimizer
+    updates)."""
     seed: int = 0
     """Seeds the data order, every rollout and the global RNGs."""
 
@@ -326,6 +333,11 @@ class GRPOConfig(YAMLConfig):
     def batch_size(self) -> int:
         """Completions per step, B = per_step_prompts * num_generations."""
         return self.per_step_prompts * self.num_generations
+
+    @property
+    def updates_per_step(self) -> int:
+        """Optimizer updates per step: num_iterations * num_mini_batches."""
+        return self.num_iterations * self.num_mini_batches
 
     @property
     def vespo_shape(self) -> tuple[float, float, float, float]:
@@ -431,10 +443,12 @@ class GRPOConfig(YAMLConfig):
         if threshold is not None and not (math.isfinite(threshold) and threshold >= 0):
             bad(f"off_policy_mask_threshold={threshold!r}: a mean log-ratio, >= 0 "
                 f"(e.g. 0.5), or None to keep every completion.")
-        if self.loss_type == "reinforce" and self.num_iterations != 1:
+        if self.loss_type == "reinforce" and (self.num_iterations != 1
+                                              or self.num_mini_batches != 1):
             bad(
                 f"loss_type='reinforce' has no importance ratio, so it is only correct "
-                f"on-policy; set num_iterations=1 (got {self.num_iterations}) or use a "
+                f"on-policy; set num_iterations=1 and num_mini_batches=1 (got "
+                f"{self.num_iterations} and {self.num_mini_batches}) or use a "
                 f"clipped loss such as 'grpo'."
             )
         if self.scale_rewards not in SCALE_REWARDS:
@@ -469,6 +483,9 @@ class GRPOConfig(YAMLConfig):
             )
         if not isinstance(self.num_iterations, int) or self.num_iterations < 1:
             bad(f"num_iterations={self.num_iterations!r}: μ must be an integer >= 1.")
+        problem = _mini_batch_problem(self)
+        if problem:
+            bad(problem)
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
             bad(f"max_steps={self.max_steps!r}: train for at least 1 step.")
         if (
@@ -806,7 +823,7 @@ class GRPOTrainer(TrainingLoop):
             betas=(config.adam_beta1, config.adam_beta2),
             weight_decay=config.weight_decay,
         )
-        total = config.max_steps * config.num_iterations  # optimizer updates
+        total = config.max_steps * config.updates_per_step  # optimizer updates
         self.scheduler = lr_scheduler(
             self.optimizer, total, warmup_updates(config.warmup_steps, total),
             config.lr_scheduler_type)
@@ -1001,11 +1018,14 @@ class GRPOTrainer(TrainingLoop):
 
     # ------------------------------------------------------------------ update
     def _update(self, rollout: Rollout, advantages: torch.Tensor) -> dict:
-        """μ optimizer updates on one batch: gradient accumulation, clip, NaN guard."""
+        """μ passes over one batch, each ``num_mini_batches`` optimizer updates:
+        gradient accumulation, clip, NaN guard."""
         cfg, model = self.config, self.model
         B = len(rollout)
-        mb = cfg.micro_batch_size or B
+        mb = cfg.micro_batch_size or B // cfg.num_mini_batches  # None: a mini-batch
         chunks = [slice(s, min(s + mb, B)) for s in range(0, B, mb)]
+        updates = [(it, mini) for it in range(cfg.num_iterations)  # μ k updates
+                   for mini in mini_batches(chunks, cfg.num_mini_batches)]
         dev = self.device
         p_ids, p_mask = rollout.prompt_ids.to(dev), rollout.prompt_mask.to(
             dev
@@ -1015,7 +1035,6 @@ class GRPOTrainer(TrainingLoop):
         if cfg.mask_truncated_completions:
             mask = mask * rollout.finished.to(dev).float().unsqueeze(1)  # [B, C]
         adv = advantages.to(dev, torch.float32)  # [B]
-        num_items = mask.sum()  # active tokens in the whole batch (dapo's normaliser)
         sampler_logp = None
         if cfg.sampling_correction:
             if rollout.sampler_logprobs is None:
@@ -1051,7 +1070,7 @@ class GRPOTrainer(TrainingLoop):
             )  # [B, C]
             old = (
                 torch.cat([logprobs(model, sl) for sl in chunks])
-                if cfg.num_iterations > 1
+                if len(updates) > 1
                 else None
             )  # [B, C]
 
@@ -1066,11 +1085,14 @@ class GRPOTrainer(TrainingLoop):
                         or cfg.top_entropy_quantile < 1)
         behaviour = old if sampler_logp is None else sampler_logp  # [B, C] or None
         sapo = (cfg.sapo_temperature_pos, cfg.sapo_temperature_neg)
-        for it in range(cfg.num_iterations):
+        for it, step_chunks in updates:
             self.optimizer.zero_grad(set_to_none=True)
             total_loss, bad = 0.0, None
             coef, window = self._entropy_coef_now(), [0.0, 0.0]  # H sum, tokens
-            for k, sl in enumerate(chunks):
+            here = slice(step_chunks[0].start, step_chunks[-1].stop)  # B / k rows
+            step_rows = here.stop - here.start
+            step_items = mask[here].sum()  # this update's tokens: dapo's normaliser
+            for k, sl in enumerate(step_chunks):
                 rows = sl.stop - sl.start
                 if it == 0 or need_entropy:
                     logp, ent = logprobs(model, sl, entropy=True)  # [b, C], [b, C]
@@ -1096,17 +1118,18 @@ class GRPOTrainer(TrainingLoop):
                     ref_logp=None if ref is None else ref[sl],
                     max_completion_length=cfg.max_completion_length,
                     use_bias_correction_kl=cfg.use_bias_correction_kl,
-                    num_micro_batches=B / rows,
-                    num_items_in_batch=num_items,
+                    num_micro_batches=step_rows / rows,
+                    num_items_in_batch=step_items,
                     sampling_weights=weights,
                     importance_sampling_level=cfg.importance_sampling_level,
                     delta=cfg.delta, keep=keep, sapo_temperatures=sapo,
                     vespo_shape=cfg.vespo_shape,
                 )
                 if coef > 0:  # L - c * mean entropy / K, as TRL
-                    loss = loss - coef * entropy_bonus(ent, counted) / (B / rows)
+                    K = step_rows / rows  # micro-batches in this update
+                    loss = loss - coef * entropy_bonus(ent, counted) / K
                 if not torch.isfinite(loss):
-                    where = f"pass {it + 1}, micro-batch {k + 1}"
+                    where = f"pass {it + 1}, micro-batch {k + 1}"  # of its update
                     bad = f"the loss is {loss.item()} ({where})"
                     break
                 loss.backward()
@@ -1650,3 +1673,36 @@ def _rows_with_reward_columns(trainer, dataset) -> Any:
                 f"training rows do not have (their columns: {sorted(have)}). Add "
                 f"the column(s), or choose rewards that the rows can feed.")
     return rows
+
+
+def mini_batches(chunks: list[slice], k: int) -> list[list[slice]]:
+    """The micro-batches ``chunks`` of one pass, in order, split into ``k`` equal
+    mini-batches: one optimizer update each (PPO's mini-batches; TRL:
+    ``steps_per_generation / gradient_accumulation_steps``). ``k = 1``: the pass is
+    one update over the whole batch."""
+    if k < 1 or len(chunks) % k:
+        raise ValueError(f"{len(chunks)} micro-batches do not split into "
+                         f"num_mini_batches={k} equal mini-batches.")
+    per = len(chunks) // k  # micro-batches per update
+    return [chunks[j:j + per] for j in range(0, len(chunks), per)]
+
+
+def _mini_batch_problem(config: GRPOConfig) -> str | None:
+    """What is wrong with ``num_mini_batches`` (``None``: nothing): each mini-batch
+    must hold whole groups and whole micro-batches."""
+    k, prompts = config.num_mini_batches, config.per_step_prompts
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        return (f"num_mini_batches={k!r}: an integer >= 1 (1: one optimizer update "
+                f"per pass over the batch).")
+    if not isinstance(prompts, int) or not isinstance(config.num_generations, int):
+        return None  # reported by their own checks
+    fits = [d for d in range(1, prompts + 1) if prompts % d == 0]
+    if prompts % k:
+        return (f"num_mini_batches={k} does not divide per_step_prompts={prompts}: "
+                f"each mini-batch holds whole groups; pick one of {fits}.")
+    rows, micro = config.batch_size // k, config.micro_batch_size
+    if micro is not None and isinstance(micro, int) and micro > 0 and rows % micro:
+        return (f"num_mini_batches={k} makes mini-batches of {rows} completions, not "
+                f"a multiple of micro_batch_size={micro}; use a micro_batch_size that "
+                f"divides {rows}, or fewer mini-batches.")
+    return None

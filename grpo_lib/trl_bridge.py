@@ -20,11 +20,12 @@ config is in exactly one of them, and every GRPO field of TRL's is mapped, fixed
 :data:`TRL_ONLY` (``tests/test_trl_bridge.py`` checks both).
 
 The step: one of our steps (``per_step_prompts`` x ``num_generations`` completions,
-``num_iterations`` updates) is one TRL generation batch with
+``num_iterations`` x ``num_mini_batches`` updates) is one TRL generation batch with
 ``generation_batch_size = per_step_prompts * num_generations`` and
-``gradient_accumulation_steps = generation_batch_size / micro_batch_size``; TRL counts
-its ``num_iterations`` optimizer steps, so ``max_steps`` and ``save_steps`` are
-multiplied by μ.
+``gradient_accumulation_steps = generation_batch_size / micro_batch_size /
+num_mini_batches`` (TRL then derives ``steps_per_generation = generation_batch_size /
+micro_batch_size``); TRL counts every optimizer step, so ``max_steps`` and
+``save_steps`` are multiplied by ``updates_per_step``.
 
 TRL is imported only by the functions that need it (it is a test extra, not a
 dependency of ``grpo_lib``).
@@ -221,8 +222,9 @@ TRL_FIELDS: dict[str, Mapped] = {
     "ref_model_mixup_alpha": Mapped("ref_model_mixup_alpha", None,
                                     "0.6 in both; 1 resets the reference (ProRL)"),
     "ref_model_sync_steps": Mapped(
-        "ref_model_sync_steps", lambda c: c.ref_model_sync_steps * c.num_iterations,
-        "x μ: TRL counts optimizer steps; 512 in both"),
+        "ref_model_sync_steps",
+        lambda c: c.ref_model_sync_steps * c.updates_per_step,
+        "x updates per step: TRL counts optimizer steps; 512 in both"),
     "use_bias_correction_kl": Mapped(
         "use_bias_correction_kl", None,
         "True in both (KL x ratio, DeepSeek-V3.2); DeepSeekMath's KL has no ratio"),
@@ -250,6 +252,12 @@ TRL_FIELDS: dict[str, Mapped] = {
     "num_iterations": Mapped(
         "num_iterations", None,
         "μ; TRL counts μ optimizer steps per rollout (max_steps, save_steps x μ)"),
+    "steps_per_generation": Mapped(
+        "num_mini_batches", lambda c: None,
+        "None: TRL derives it, micro-batches per rollout (num_mini_batches x "
+        "gradient_accumulation_steps); TRL shuffles rows into its mini-batches and "
+        "divides dapo's sum by the rollout's tokens / k, ours keeps groups whole and "
+        "divides by the mini-batch's own tokens"),
     "mask_truncated_completions": Mapped("mask_truncated_completions", None,
                                          "DAPO turns it on"),
     "learning_rate": Mapped(
@@ -276,7 +284,8 @@ TRL_FIELDS: dict[str, Mapped] = {
     "gradient_accumulation_steps": Mapped(
         "micro_batch_size",
         lambda c: _split_over_processes(c, 1)["gradient_accumulation_steps"],
-        "batch / micro_batch_size: one optimizer step per rollout, as ours"),
+        "batch / micro_batch_size / num_mini_batches: micro-batches per optimizer "
+        "step, as ours"),
     "vllm_importance_sampling_correction": Mapped(
         "sampling_correction", None,
         "TRL: on, but applied to vLLM rollouts only; ours: off"),
@@ -284,8 +293,9 @@ TRL_FIELDS: dict[str, Mapped] = {
     "vllm_importance_sampling_clip_max": Mapped("sampling_correction_clip_max"),
     "vllm_importance_sampling_clip_min": Mapped("sampling_correction_clip_min"),
     "max_steps": Mapped(
-        "max_steps", lambda c: c.max_steps * c.num_iterations,
-        "x μ (TRL counts optimizer steps); TRL's -1: use num_train_epochs"),
+        "max_steps", lambda c: c.max_steps * c.updates_per_step,
+        "x updates per step (TRL counts optimizer steps); TRL's -1: use "
+        "num_train_epochs"),
     "seed": Mapped(
         "seed", None,
         "transformers: 42; one seed does not give TRL and ours the same samples"),
@@ -293,8 +303,8 @@ TRL_FIELDS: dict[str, Mapped] = {
     "disable_tqdm": Mapped("progress_bar", lambda c: not c.progress_bar,
                            "negated"),
     "save_steps": Mapped(
-        "save_every", lambda c: (c.save_every or c.max_steps) * c.num_iterations,
-        "x μ; with save_every = 0 and save_final, the last step"),
+        "save_every", lambda c: (c.save_every or c.max_steps) * c.updates_per_step,
+        "x updates per step; with save_every = 0 and save_final, the last step"),
     "save_strategy": Mapped(
         "save_final", lambda c: "steps" if c.save_every or c.save_final else "no",
         "'steps' also saves the last step even without save_final"),
@@ -364,8 +374,6 @@ _LOG = "TRL's logging of completions; ours: sample_every and num_print_samples"
 _LOAD = "how TRL loads a model by name; ours: model_name_or_path and model_dtype"
 TRL_ONLY: dict[str, str] = {
     # the algorithm
-    "steps_per_generation": "several optimizer steps per generation batch (off-policy "
-                            "after the first); ours: num_iterations passes per rollout",
     "cast_lm_head_to_fp32": "the output layer in float32 (ScaleRL), for bf16 models",
     "disable_dropout": "Qwen2's one dropout, attention_dropout, is 0 in the book's "
                        "checkpoints",
@@ -485,12 +493,12 @@ def _refusals(config: GRPOConfig, overrides: dict, trl_names: set) -> list[str]:
 
 def _split_over_processes(config: GRPOConfig, n: int) -> dict[str, int]:
     """The batch fields for ``n`` processes: one of our steps stays one generation
-    batch of B = prompts x G completions and one optimizer step.
+    batch of B = prompts x G completions and ``num_mini_batches`` (k) optimizer steps.
 
     TRL 1.16 splits ``generation_batch_size`` over the processes, each taking
     ``steps_per_generation`` chunks of ``per_device_train_batch_size``; so
-    ``per_device = m = min(micro_batch_size, B / n)`` and
-    ``gradient_accumulation_steps = B / (n m)``. ``per_step_prompts`` must be a
+    ``per_device = m = min(micro_batch_size, B / (n k))`` and
+    ``gradient_accumulation_steps = B / (n m k)``. ``per_step_prompts`` must be a
     multiple of n, so that a reward that reads its group sees all of it.
     """
     prompts, B = config.per_step_prompts, config.batch_size
@@ -501,14 +509,21 @@ def _split_over_processes(config: GRPOConfig, n: int) -> dict[str, int]:
             f"per_step_prompts={prompts} is not a multiple of the {n} processes: each "
             f"process generates and scores whole groups of G={config.num_generations}."
             f" Use per_step_prompts={-(-prompts // n) * n} (or another multiple).")
+    k = config.num_mini_batches
     local = B // n  # completions per process and step
-    micro = min(config.micro_batch_size or local, local)
-    if local % micro:
+    if local % k:
         raise ValueError(
-            f"micro_batch_size={micro} does not divide the {local} completions each "
-            f"of the {n} processes holds per step; use a divisor of {local}.")
+            f"num_mini_batches={k} does not divide the {local} completions each of "
+            f"the {n} processes holds per step.")
+    per_update = local // k  # completions per process and optimizer step
+    micro = min(config.micro_batch_size or per_update, per_update)
+    if per_update % micro:
+        raise ValueError(
+            f"micro_batch_size={micro} does not divide the {per_update} completions "
+            f"each of the {n} processes holds per optimizer step; use a divisor of "
+            f"{per_update}.")
     return {"per_device_train_batch_size": micro,
-            "gradient_accumulation_steps": local // micro}
+            "gradient_accumulation_steps": per_update // micro}
 
 
 def to_trl_config(config: GRPOConfig, num_processes: int = 1, **overrides):

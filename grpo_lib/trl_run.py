@@ -100,7 +100,7 @@ class _RunLog:
         self.bar = None  # our tqdm bar over the steps (see _own_progress)
 
     def our_step(self, state) -> int:
-        return state.global_step // self.config.num_iterations
+        return state.global_step // self.config.updates_per_step
 
     def timed(self, generate):
         """Wrap TRL's ``_generate`` to add its wall time to the step's."""
@@ -142,7 +142,7 @@ class _RunLog:
             self.pending = dict(logs)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        if state.global_step % self.config.num_iterations:
+        if state.global_step % self.config.updates_per_step:
             return  # within one rollout's mu updates
         # TRL logs the step after on_step_end: after_log writes the row
         self.ended = (self.our_step(state), time.perf_counter(), model)
@@ -250,7 +250,7 @@ def train_with_trl(config: GRPOConfig, *, resume_from_checkpoint: str | None = N
                                     f"trainer_state.json).")
         done = json.loads((checkpoint / "trainer_state.json").read_text())
         truncate_logs(output_dir, ("metrics.csv", "eval.csv"),
-                      done["global_step"] // config.num_iterations)
+                      done["global_step"] // config.updates_per_step)
     else:
         if config.overwrite_output_dir:
             delete_checkpoints(output_dir)
@@ -295,7 +295,7 @@ def train_with_trl(config: GRPOConfig, *, resume_from_checkpoint: str | None = N
                   f"resume_from_checkpoint=latest.", file=sys.stderr)
             raise
     info = {"command": command, "seconds": round(time.perf_counter() - t0, 1),
-            "steps": trainer.state.global_step // config.num_iterations,
+            "steps": trainer.state.global_step // config.updates_per_step,
             "trainer": f"trl.GRPOTrainer {trl.__version__}",
             "resumed_from": str(checkpoint) if checkpoint else None,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **environment()}

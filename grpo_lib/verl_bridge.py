@@ -43,8 +43,9 @@ value is computed), :data:`FIXED_VERL_SETTINGS` (what the command always sets),
 config is in exactly one of them (``tests/test_verl_bridge.py`` checks it).
 
 One of our steps (``per_step_prompts`` x ``num_generations`` completions,
-``num_iterations`` updates) is one verl training step: ``data.train_batch_size`` =
-``ppo_mini_batch_size`` = ``per_step_prompts`` (verl counts prompts and multiplies by
+``num_iterations`` x ``num_mini_batches`` updates) is one verl training step:
+``data.train_batch_size`` = ``per_step_prompts``, ``ppo_mini_batch_size`` =
+``per_step_prompts / num_mini_batches`` (verl counts prompts and multiplies by
 ``rollout.n``) and ``ppo_epochs`` = μ.
 
 verl is not imported here (it needs a GPU and vLLM or SGLang); :func:`compute_score`
@@ -226,8 +227,9 @@ class Mapped(NamedTuple):
 
 
 def _micro(c) -> int:
-    """Completions per forward/backward: ``micro_batch_size`` or the whole batch."""
-    return c.micro_batch_size or c.per_step_prompts * c.num_generations
+    """Completions per forward/backward: ``micro_batch_size`` or a whole
+    mini-batch."""
+    return c.micro_batch_size or c.batch_size // c.num_mini_batches
 
 
 def _choose(knob: str, value: Any, table: Mapping[Any, Any], why: str) -> Any:
@@ -275,7 +277,7 @@ def _loss_mode(c, f) -> str:
 def _warmup_steps(c, f) -> int:
     """Our warm-up counts updates; verl's scheduler steps once per training step."""
     w = c.warmup_steps
-    return -1 if 0 < w < 1 else math.ceil(w / c.num_iterations)
+    return -1 if 0 < w < 1 else math.ceil(w / c.updates_per_step)
 
 
 def _scheduler(c, f) -> str:
@@ -404,8 +406,10 @@ VERL_KEYS: dict[str, Mapped] = {
     "data.train_batch_size": Mapped(
         "per_step_prompts", None, "prompts per step; verl samples rollout.n of each"),
     f"{_ACTOR}.ppo_mini_batch_size": Mapped(
-        "per_step_prompts", None,
-        "prompts (x rollout.n) per optimizer step: one update per epoch, as ours"),
+        "num_mini_batches", lambda c, f: c.per_step_prompts // c.num_mini_batches,
+        "prompts (x rollout.n) per optimizer step: per_step_prompts / "
+        "num_mini_batches; both split the rollout into that many updates per epoch",
+        ("per_step_prompts",)),
     f"{_ROLLOUT}.n": Mapped("num_generations", None, "G; verl's default is 1"),
     "data.max_response_length": Mapped(
         "max_completion_length", None, "verl: 512 tokens"),
@@ -467,8 +471,8 @@ VERL_KEYS: dict[str, Mapped] = {
     f"{_ACTOR}.optim.lr_warmup_steps": Mapped(
         "warmup_steps", _warmup_steps,
         "verl steps its schedule once per training step (ours: per update, hence "
-        "/ μ); its warm-up starts at lr 0, ours at lr / W; -1: use the ratio",
-        ("num_iterations",)),
+        "/ updates_per_step); its warm-up starts at lr 0, ours at lr / W; -1: use "
+        "the ratio", ("num_iterations", "num_mini_batches")),
     f"{_ACTOR}.optim.lr_warmup_steps_ratio": Mapped(
         "warmup_steps", lambda c, f: float(c.warmup_steps) if 0 < c.warmup_steps < 1
         else 0.0, "a share of all steps (ours: a float in (0, 1))"),

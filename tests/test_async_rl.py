@@ -138,6 +138,7 @@ def test_bad_async_settings_are_refused(changes, message):
 
 @pytest.mark.parametrize("changes, message", [
     (dict(num_iterations=2), "num_iterations=2"),
+    (dict(num_mini_batches=2), "num_mini_batches=2"),
     (dict(dynamic_sampling=True), "dynamic_sampling"),
     (dict(model_name_or_path="nowhere/model"), "saved folder"),
 ])

@@ -6,6 +6,7 @@ model emits some digits, so groups have reward variance and GRPO has something t
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -16,6 +17,8 @@ import torch
 
 from grpo_lib.models import build_tokenizer, random_model
 from grpo_lib.rewards import accuracy_reward, format_reward
+from grpo_lib.logprobs import sequence_logprobs
+from grpo_lib.losses import policy_loss
 from grpo_lib.trainer import (
     METRIC_COLUMNS,
     GRPOConfig,
@@ -23,6 +26,7 @@ from grpo_lib.trainer import (
     _length_gap_in_group,
     _masked_mean,
     load_config,
+    mini_batches,
 )
 from grpo_lib.training_loop import lr_multiplier as _lr_multiplier
 
@@ -87,6 +91,13 @@ def _params(model) -> torch.Tensor:
         (dict(epsilon=0.0), "epsilon > 0"),
         (dict(loss_type="ppo"), "loss_type='ppo' is unknown"),
         (dict(loss_type="reinforce", num_iterations=2), "set num_iterations=1"),
+        (dict(loss_type="reinforce", num_mini_batches=2), "and num_mini_batches=1"),
+        (dict(num_mini_batches=3), r"does not divide per_step_prompts=16: each "
+                                   r"mini-batch holds whole groups; pick one of \["),
+        (dict(per_step_prompts=4, num_generations=4, micro_batch_size=16,
+              num_mini_batches=2), "mini-batches of 8 completions, not a multiple "
+                                   "of micro_batch_size=16"),
+        (dict(num_mini_batches=0), "num_mini_batches=0: an integer >= 1"),
         (dict(loss_type="cispo"), "TRL's docs and ScaleRL use 5.0"),
         (dict(importance_sampling_level="seq"), "'token' .* or 'sequence'"),
         (dict(entropy_coef=-0.1), "entropy_coef=-0.1: must be >= 0"),
@@ -359,6 +370,66 @@ def test_mu_and_beta_use_old_and_reference_logprobs(tokenizer, tmp_path):
     assert trainer.scheduler.last_epoch == 4
 
 
+def test_mini_batches_split_a_pass_in_order():
+    chunks = [slice(4 * j, 4 * j + 4) for j in range(4)]
+    assert mini_batches(chunks, 1) == [chunks]
+    assert mini_batches(chunks, 2) == [chunks[:2], chunks[2:]]
+    with pytest.raises(ValueError, match="do not split into num_mini_batches=3"):
+        mini_batches(chunks, 3)
+
+
+def test_mini_batches_are_updates_in_turn_from_the_old_policy(tokenizer, tmp_path):
+    """num_mini_batches=2: one step is two AdamW updates, one per group, in order,
+    each ratio taken against the policy that sampled the batch (the old log-probs
+    from before the first update), each token sum divided by its own update's
+    tokens (dapo). Done again by hand with the library's pieces: the same weights."""
+    def characters(completions, **kwargs):  # varies in every group of a random model
+        return [len(t) / 100 for t in completions]
+
+    model = random_model(tokenizer, size="micro", seed=0)
+    start = copy.deepcopy(model)
+    config = _config(tmp_path, num_mini_batches=2, max_steps=1, loss_type="dapo",
+                     epsilon_high=0.28, max_grad_norm=0.1)  # a group per micro-batch
+    trainer = GRPOTrainer(model, tokenizer, [characters], config, ROWS)
+    metrics = trainer.train()
+    assert trainer.scheduler.last_epoch == 2  # two updates in one step
+    rollout, _, _, adv = trainer._last_batch
+    assert (adv.view(2, 4) != 0).any(1).all()  # both updates have a gradient
+
+    def logp(rows):
+        return sequence_logprobs(start, rollout.prompt_ids[rows],
+                                 rollout.prompt_mask[rows], rollout.completion_ids[rows],
+                                 rollout.completion_mask[rows].float())
+
+    def by_hand(off_policy):
+        losses = []
+        optimizer = torch.optim.AdamW(start.parameters(), lr=config.learning_rate,
+                                      weight_decay=config.weight_decay)
+        groups = (slice(0, 4), slice(4, 8))
+        with torch.no_grad():
+            old = torch.cat([logp(rows) for rows in groups])  # [8, C]
+        for rows in groups:  # group 1, then group 2
+            optimizer.zero_grad()
+            mask = rollout.completion_mask[rows].float()
+            loss, _ = policy_loss(logp(rows), old[rows] if off_policy else None,
+                                  adv[rows], mask, loss_type="dapo", epsilon_high=0.28,
+                                  num_items_in_batch=mask.sum())
+            loss.backward()
+            losses.append(loss.item())
+            torch.nn.utils.clip_grad_norm_(start.parameters(), 0.1)
+            optimizer.step()
+        return _params(start), sum(losses) / len(losses)
+
+    params, mean_loss = by_hand(off_policy=True)
+    assert torch.equal(params, _params(model))
+    assert metrics["loss"].iloc[0] == pytest.approx(mean_loss, rel=1e-6)
+    start.load_state_dict(copy.deepcopy(random_model(tokenizer, size="micro",
+                                                     seed=0).state_dict()))
+    # the second update's ratio is not 1: taken against the current policy instead,
+    # the same updates by hand end elsewhere
+    assert not torch.equal(by_hand(off_policy=False)[0], _params(model))
+
+
 @pytest.mark.parametrize("settings", [
     dict(importance_sampling_level="sequence", epsilon=3e-4, epsilon_high=4e-4),
     dict(loss_type="cispo", epsilon_high=1.05),
@@ -543,8 +614,10 @@ def test_dynamic_sampling_metric_must_name_a_reward(tokenizer, tmp_path):
 
 @pytest.mark.parametrize("sync", [
     {}, dict(sync_ref_model=True, ref_model_sync_steps=1),
-    dict(use_adaptive_entropy=True, entropy_target=100.0, entropy_coef_delta=0.05)],
-    ids=["frozen reference", "synced reference", "adaptive entropy bonus"])
+    dict(use_adaptive_entropy=True, entropy_target=100.0, entropy_coef_delta=0.05),
+    dict(num_mini_batches=2)],
+    ids=["frozen reference", "synced reference", "adaptive entropy bonus",
+         "two mini-batches"])
 def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path, sync):
     """With ``sync_ref_model`` the reference moved at steps 1 and 2: the checkpoint
     keeps it, or step 3's KL would pull toward the initial model. With adaptive

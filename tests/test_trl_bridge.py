@@ -337,6 +337,28 @@ def test_batch_split_over_processes(tmp_path, monkeypatch, prompts, G, micro, n,
     assert c.ddp_find_unused_parameters is False
 
 
+@pytest.mark.parametrize("k, micro, n, per_device, accumulation", [
+    (2, 8, 1, 8, 2),      # 32 completions, 2 updates of 16, micro-batches of 8
+    (4, None, 1, 8, 1),   # None: a whole mini-batch per pass
+    (2, 8, 2, 8, 1),      # each process: 16 completions, 2 updates of 8
+])
+def test_mini_batches_become_steps_per_generation(tmp_path, monkeypatch, k, micro, n,
+                                                  per_device, accumulation):
+    """num_mini_batches = k: TRL takes steps_per_generation = k x
+    gradient_accumulation_steps micro-batches from one generation batch, so it makes
+    k optimizer steps of it, and counts them."""
+    monkeypatch.setattr(trl.GRPOConfig, "world_size", property(lambda self: n))
+    config = GRPOConfig(per_step_prompts=8, num_generations=4, micro_batch_size=micro,
+                        num_mini_batches=k, num_iterations=2, max_steps=5,
+                        output_dir=str(tmp_path))
+    c = to_trl_config(config, num_processes=n)
+    assert c.generation_batch_size == 32
+    assert (c.per_device_train_batch_size, c.gradient_accumulation_steps) == (
+        per_device, accumulation)
+    assert c.steps_per_generation == k * accumulation
+    assert c.max_steps == 5 * 2 * k  # TRL counts every optimizer step
+
+
 def test_batch_split_refuses_groups_cut_between_processes(tmp_path):
     config = GRPOConfig(per_step_prompts=6, num_generations=4, output_dir=str(tmp_path))
     with pytest.raises(ValueError, match="per_step_prompts=8"):

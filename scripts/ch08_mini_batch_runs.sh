@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Chapter 8's runs with PPO's mini-batches (num_mini_batches: each rollout of 16
+# prompts x G=8 split into k mini-batches of whole groups, one optimizer update each,
+# the ratio taken against the policy that sampled the rollout), one change to chapter
+# 7's run, as the stored ch08_mu2 and ch08_mu4 pairs (the transformers rollout):
+#   mb2   num_mini_batches = 2: two updates of 8 prompts per rollout
+#   mb4   num_mini_batches = 4: four updates of 4 prompts (micro-batches of 32)
+# seeds 0 and 1 side by side with one torch thread each; the held-out harness (500
+# problems, greedy) at steps 0, 75 and 150.
+#
+#   bash scripts/ch08_mini_batch_runs.sh   # both arms, about 30 min on 2 cores
+#   ARMS=mb2 bash scripts/ch08_mini_batch_runs.sh
+# writes data/runs/ch08_mb<k>_seed{0,1}_cpu with its train.log (OUT=DIR: elsewhere).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-data/runs}
+. scripts/two_seeds.sh
+common=(--config configs/r1_zero_arithmetic.yaml --set rollout_engine=transformers
+        --set save_every=0 --set save_final=false --set progress_bar=false
+        --set eval_every=75 --set print_every=25 --set sample_every=0)
+for arm in ${ARMS:-mb2 mb4}; do
+  case $arm in
+    mb2) knobs=(--set num_mini_batches=2) ;;
+    mb4) knobs=(--set num_mini_batches=4 --set micro_batch_size=32) ;;
+    *) echo "unknown arm $arm" >&2; exit 2 ;;
+  esac
+  two_seeds "$OUT/ch08_$arm" "${common[@]}" "${knobs[@]}"
+done
