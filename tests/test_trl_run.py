@@ -65,6 +65,22 @@ def test_a_trl_run_writes_our_run_folder(tmp_path):
 
 
 @pytest.mark.slow
+def test_mini_batches_are_trls_optimizer_steps_and_ours_count_rollouts(tmp_path):
+    """num_mini_batches=2: TRL takes two optimizer steps from each generation batch
+    (steps_per_generation = 2 x gradient_accumulation_steps); metrics.csv still has
+    one row per rollout."""
+    config = small_config(tmp_path, num_mini_batches=2, eval_every=0,
+                          eval_on_start=False, save_every=0)
+    train_with_trl(config, command="test")
+    assert [int(r["step"]) for r in read_csv(tmp_path / "metrics.csv")] == [1, 2]
+    trl_config = json.loads((tmp_path / "config.json").read_text())["trl"]
+    assert (trl_config["gradient_accumulation_steps"],
+            trl_config["steps_per_generation"], trl_config["max_steps"]) == (1, 2, 4)
+    info = json.loads((tmp_path / "run_info.json").read_text())
+    assert info["steps"] == 2
+
+
+@pytest.mark.slow
 def test_interrupt_saves_a_checkpoint_and_resume_finishes_the_run(tmp_path):
     """Ctrl-C after step 1 leaves checkpoint-1; resuming from it writes step 2, the
     same step 2 as a run that was never interrupted (same seed, same CPU)."""
