@@ -523,7 +523,7 @@ for kind, color, marker in (("k1", "tab:blue", "o"), ("k2", "tab:orange", "s"),
     axes[1].plot(sub.true_kl, sub.rel_bias.abs(), "x:", color=color,
                  label=f"{kind}: |bias|/KL")
 axes[1].set(xscale="log", yscale="log", xlabel="true KL(policy || reference)",
-            title="relative spread and bias")
+            ylabel="ratio to the true KL", title="relative spread and bias")
 axes[1].legend(fontsize=9, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2))
 plt.show()
 

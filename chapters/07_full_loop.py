@@ -297,14 +297,15 @@ show_source(GRPOTrainer.advantages, docstring=False)
 # %% [markdown]
 # `_update` is the hand-made step above, split into micro-batches so that a large
 # batch fits in memory: each micro-batch's loss is scaled by its share of the rows
-# (`num_micro_batches=B / rows`), so the accumulated gradient is that of the whole
-# batch. After the loop it clips the gradient norm, and steps the optimizer and the
-# learning-rate schedule. `_kept_terms` and the arguments `delta`, `keep` and
+# (`num_micro_batches=step_rows / rows`; here one update takes the whole batch, so
+# `step_rows` is $B$), so the accumulated gradient is that of the whole batch. After
+# the loop it clips the gradient norm, and steps the optimizer and the learning-rate
+# schedule. `_kept_terms` and the arguments `delta`, `keep` and
 # `sapo_temperatures` belong to knobs of {ref}`chapter 8 <ch08-four-knobs>`; at their
 # defaults they change nothing.
 
 # %%
-show_source(GRPOTrainer._update, start="for k, sl in enumerate(chunks):",
+show_source(GRPOTrainer._update, start="for k, sl in enumerate(step_chunks):",
             end="loss.backward()")
 
 # %% [markdown]

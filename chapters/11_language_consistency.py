@@ -345,17 +345,23 @@ ARM_STYLE = {"accuracy only": "C0", "+ language": "C1", "+ language, GDPO": "C2"
 def plot_evals(start, arms, columns, titles):
     """Two panels: each column of eval.csv over the steps, one line per arm and
     seed."""
-    fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.3), constrained_layout=True)
+    fig, axes = plt.subplots(1, 2, figsize=(7.3, 3.7), layout="constrained")
     for ax, column, title in zip(axes, columns, titles):
+        later = []  # every run's values after step 0
         for arm in arms:
             for seed in SEEDS:
                 ev = evals[start, arm, seed]
                 ax.plot(ev["step"], ev[column], color=ARM_STYLE[arm], marker=".",
                         ls="-" if seed == 0 else "--", label=f"{arm}, seed {seed}")
+                later += ev.loc[ev["step"] > 0, column].tolist()
+        if later and max(later) == 0:  # the lines lie on each other at 0
+            ax.text(0.97, 0.5, "0 after step 0, every run", ha="right",
+                    transform=ax.transAxes, fontsize=9)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=9)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center",
+               ncol=2, fontsize=9)
     return fig, axes
 
 

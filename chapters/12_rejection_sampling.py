@@ -559,7 +559,7 @@ for (kind, seed), m in logs.items():
     axes[0].plot(m["step"], m["loss"].rolling(25, min_periods=1).mean(),
                  label=f"{kind}, seed {seed}", **style)
     e = eval_logs[(kind, seed)]
-    axes[1].plot(e["step"], e["eval_loss"], marker=".", **style)
+    axes[1].plot(e["step"], e["eval_loss"], **style)
 axes[0].set_ylabel("training loss (mean of 25 steps)")
 axes[1].set_ylabel("held-out loss (annotator traces)")
 axes[0].set_yscale("log")

@@ -361,14 +361,16 @@ def scaling_curves(s: pd.DataFrame) -> pd.DataFrame:
 
 scaling = {name: scaling_curves(s) for name, s in sampled.items()}
 # two panels side by side, the third centred below them
-fig = plt.figure(figsize=(7.5, 6.0), layout="constrained")
+fig = plt.figure(figsize=(7.5, 5.4), layout="constrained")
 panels = fig.subplot_mosaic([[0, 0, 1, 1], [".", 2, 2, "."]])
 axes = [panels[i] for i in range(3)]
 for ax, (name, curve) in zip(axes, scaling.items()):
     for column, style in zip(curve.columns, ("o-", "s--", "^-")):
         ax.plot(curve.index, curve[column], style, label=column)
     ax.set(title=name, xscale="log", xticks=KS, xticklabels=KS, xlabel="samples k",
-           ylabel="held-out accuracy", ylim=(0.5, 1.0))
+           ylim=(0.5, 1.0))
+for ax in axes[0], axes[2]:  # the panels at the left of their row
+    ax.set_ylabel("held-out accuracy")
 axes[0].legend()
 plt.show()
 display(pd.concat(scaling, axis=1).loc[[1, 4, 16]])

@@ -4,6 +4,7 @@ reference values they are built on match closed forms computed by hand."""
 import math
 
 import pytest
+import numpy as np
 import torch
 
 from grpo_lib.exercises.ch08 import (_pooled_gap, check_aggregate, check_group_push,
@@ -140,6 +141,16 @@ def test_informative_groups_rejects_the_dead_groups():
 
     with pytest.raises(AssertionError, match="dead groups"):
         check_informative_groups(dead)
+
+
+@pytest.mark.parametrize("as_array", [np.array, torch.tensor])
+def test_informative_groups_hints_bools_returned_as_an_array(as_array):
+    def mask(rewards, G):  # one bool per group, as an array: a hint, not a crash
+        grouped = np.array(rewards).reshape(-1, G)
+        return as_array(grouped.std(1) > 0)
+
+    with pytest.raises(AssertionError, match="expected"):
+        check_informative_groups(mask)
 
 
 def test_length_gap_checker_names_the_pooled_gap_and_the_sign():

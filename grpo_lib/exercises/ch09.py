@@ -78,14 +78,15 @@ def check_informative_groups(fn) -> bool:
         expected = reference_informative_groups(rewards, G)
         raw = fn(list(rewards), G)
         try:
+            raw = list(raw)  # a list, an array, a tensor or a generator
             got = [int(i) for i in raw]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RuntimeError):
             raise AssertionError(
                 f"expected a list of group indices, got {raw!r}.") from None
         if got == expected:
             continue
         hint = ""
-        if raw and all(isinstance(x, bool) or type(x).__name__ == "bool_" for x in raw):
+        if raw and all(type(x).__name__ in ("bool", "bool_") for x in raw):
             hint = (" You returned one bool per group; return the indices of the "
                     "groups to keep (e.g. [1] for the second group only).")
         elif got and max(got) >= len(rewards) // G:
