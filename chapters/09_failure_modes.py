@@ -27,8 +27,8 @@
 # 2. a **large KL coefficient**: the policy is held near the reference model;
 # 3. **zero-variance groups**: every completion of a prompt gets the same reward, so
 #    there is no advantage and nothing to learn, and DAPO's dynamic sampling as the fix;
-# 4. **entropy collapse**: the policy grows certain and its groups alike, and four
-#    remedies measured;
+# 4. **entropy collapse**: the policy grows certain and its groups alike, four
+#    remedies measured, and a bonus that sets its own size;
 # 5. **repetition**: completions that repeat a step;
 # 6. the **"loss is zero"** puzzle: why the logged loss of GRPO is about 0 while the
 #    model learns.
@@ -235,7 +235,8 @@ say(f"with the format-only reward the held-out format rate went from "
 #
 # The runs above are one seed each, and short. The repository keeps two full-length
 # runs of the format-only reward (chapter 7's configuration, 150 steps of 16 prompts,
-# seeds 0 and 1, one override: `reward_funcs=[format_reward]`), next to chapter 8's
+# seeds 0 and 1, two overrides: `reward_funcs=[format_reward]` and
+# `reward_weights=null`), next to chapter 8's
 # pair with accuracy + 0.1 · format; each run's `README.md` holds its command.
 # `grpo_lib.runs` reads them back, one row per reward, each cell the mean of the two
 # seeds and their range:
@@ -506,35 +507,39 @@ display(signed_table.round(3))
 fair_acc = [ev.loc[150, "strict_acc"] for _, ev in grpo_runs]
 
 
-def first_step_above(m, w):
-    """First step whose 10-step mean right share is above the break-even -w/(1-w)."""
-    right = outcome_shares(m, w)["right"].rolling(10, min_periods=1).mean()
-    above = m["step"][right > -w / (1 - w)]
-    return int(above.iloc[0]) if len(above) else "never"
+def steps_answering_loses(m, w):
+    """Steps where answering paid less than not answering on the average prompt: the
+    share right among the answered completions at most the break-even -w/(1-w)
+    (the step's mean score at most 0, a missing answer's)."""
+    shares = outcome_shares(m, w)
+    right_when_answered = shares["right"] / (shares["right"] + shares["wrong"])
+    return m["step"][right_when_answered <= -w / (1 - w)].tolist()
 
 
-crossing = {(w, s): first_step_above(signed[w, s], w) for w, s in signed}
+losing = {(w, s): steps_answering_loses(signed[w, s], w) for w, s in signed}
 say(f"The policy stops not answering: the no-answer share falls from "
     f"{signed_table['no answer, first 10 steps'].min():.2f}-"
     f"{signed_table['no answer, first 10 steps'].max():.2f} over the first ten steps "
     f"to {signed_table['no answer, last 25'].min():.3f}-"
     f"{signed_table['no answer, last 25'].max():.3f} over the last 25, in all four "
-    f"runs. The 10-step mean of the right share passes the break-even "
-    f"$-w/(1-w)$ at step " + ", ".join(f"{crossing[k]} ($w = {k[0]:g}$, seed {k[1]})"
-                                       for k in crossing)
+    f"runs. Answering paid less than not answering on the average prompt (the "
+    f"share right among the answered completions at most the break-even "
+    f"$-w/(1-w)$) in " + "; ".join(
+        f"{len(v)} of {len(signed[k])} steps"
+        + (f" ({', '.join(map(str, v))})" if v else "")
+        + f" for $w = {k[0]:g}$, seed {k[1]}" for k, v in losing.items())
     + f". Held-out strict accuracy after 150 steps: "
     + ", ".join(f"{v:.3f}" for v in signed_table["held-out strict @150"])
     + f", against {fair_acc[0]:.3f} and {fair_acc[1]:.3f} with `accuracy_reward`.")
 
 # %% [markdown]
-# The loophole was there and the policy did not take it. For $w = -2$, not answering
-# paid more than answering on the average prompt for the first dozen steps, and the
-# no-answer share fell all the same. The completions without an answer are mostly a
-# style of the pretraining corpus, a trace that ends in plain text ("... The answer
-# is 26.") or loops until the token limit, written on easy and hard prompts alike. To
-# profit, the policy would have to withhold its answer on the prompts it gets wrong
-# and only there; it learned the arithmetic first, and once the right share is past
-# the break-even, answering pays on the average prompt. A policy that can tell which
+# The loophole was there and the policy did not take it. The answered completions
+# were right more often than the break-even from the start: in every step for
+# $w = -1$, and for $w = -2$ in all but the few steps listed above. So answering paid
+# on the average prompt, and the policy answered more. The completions without an
+# answer are mostly a style of the pretraining corpus, a trace that ends in plain text
+# or loops until the token limit. To profit, the policy would have to withhold its
+# answer on the prompts it gets wrong and only there. A policy that can tell which
 # prompts it fails would find this loophole, so score a missing answer at least as
 # low as a wrong one, and log the share of completions without an answer.
 
@@ -703,7 +708,8 @@ for text in cd_last["completion"].head(3):
 # In five of the six settings the loophole was not taken. The paid-but-wrong and
 # no-answer shares fell; the cosine reward's gap between wrong and right answers
 # moved as it moved with `accuracy_reward`; Countdown's hack grew but stayed rare,
-# one or two answers in a hundred at both ends of its runs. The think-longer bonus
+# about one answer in a hundred over the first steps and one to three over the last
+# (the table above). The think-longer bonus
 # was taken by one seed of two, in the second half of its run (the plot of its
 # section).
 #
@@ -1029,8 +1035,9 @@ say(f"The base model: held-out strict {base_row['strict_acc']:.3f}, format "
 # accuracy, and against a $\beta = 0$ run.
 #
 # The price of any $\beta > 0$ is the reference model: a second copy of the weights in
-# memory and a forward pass in every update, about a third of the compute of the
-# policy's forward and backward pass. The update times printed above show that cost
+# memory and a forward pass in every update, which by the usual rule of thumb (a
+# backward pass costs two forwards) adds a third to the policy's forward and backward
+# pass. The update times printed above show that cost
 # even for this tiny model; for a 0.5B model the second copy is also a real share of
 # the GPU memory. This is why DAPO {cite}`yu2025dapo` and Dr. GRPO
 # {cite}`liu2025drgrpo` drop the KL term for reasoning RL from a base model
@@ -1058,9 +1065,9 @@ show_source(sync_reference, docstring=False)
 
 # %% [markdown]
 # The short run at $\beta = 5$ again, now with the reference reset to the policy
-# every 10 steps. Right after a reset the reference *is* the policy that samples the
-# next batch, so that step's `kl` is exactly 0, and it grows again until the next
-# reset:
+# every few steps (the legend gives how many). Right after a reset the reference
+# *is* the policy that samples the next batch, so that step's `kl` is exactly 0, and
+# it grows again until the next reset:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1326,9 +1333,9 @@ for seed, (m, _) in enumerate(grpo_runs):
 # * **Overlong filtering** (DAPO, `mask_truncated_completions=True`): a completion
 #   cut off at the token limit is graded as a failure although it may have been on its
 #   way to a right answer; the filter drops its tokens from the loss. It matters only
-#   when many completions are cut, so these runs use a 64-token limit (chapter 7's
-#   answers take about 58 tokens) and compare with the same limit unfiltered, for
-#   75 steps.
+#   when many completions are cut, so these runs use a 64-token limit, close to the
+#   length of chapter 7's answers (the table below gives both), and compare with the
+#   same limit unfiltered, for 75 steps.
 #
 # Each remedy is one change to chapter 7's run, two seeds, 150 steps unless noted, one
 # torch thread per run and two runs at a time on the machine that trained them; the
@@ -1358,6 +1365,8 @@ for label, runs in remedy_runs.items():
             [m["zero_std_frac"].tail(25).mean() for m, _ in runs], 2),
         "clipped high": mean_range([m["clip_frac_high"].mean() for m, _ in runs], 4),
         "truncated": mean_range([m["truncated_frac"].mean() for m, _ in runs]),
+        "length, last 25": mean_range(
+            [m["completion_length"].tail(25).mean() for m, _ in runs], 1),
         "steps": len(runs[0][0]),
         "held-out strict, start": mean_range([ev["strict_acc"].iloc[0]
                                               for _, ev in runs]),
@@ -1369,8 +1378,8 @@ pd.DataFrame(remedy_rows).set_index("run")
 groups = [["mu = 1 (chapter 7)", "entropy bonus 0.02", "temperature 1.2"],
           ["mu = 2 (chapter 8)", "mu = 2, clip-higher 0.28"],
           ["64-token limit", "64 tokens, overlong filter"]]
-fig, axes = plt.subplots(3, 2, figsize=(7.3, 7.8), sharex=True, sharey="col",
-                         constrained_layout=True)
+fig, axes = plt.subplots(3, 2, figsize=(7.3, 7.8), sharex="row", sharey="col",
+                         constrained_layout=True)  # the last row's runs: 75 steps
 for row, labels in enumerate(groups):
     for label in labels:
         color = None
@@ -1426,7 +1435,8 @@ say("Each remedy against its comparison, means of two seeds over the last 25 ste
 #   groups with equal rewards where it was. Its gradient is small on tokens this
 #   certain; a larger coefficient is the next experiment, and
 #   {ref}`ch09-adaptive-entropy` lets the run choose it.
-# * **Clip-higher** acts only on tokens whose ratio reaches $1 + \varepsilon$, and
+# * **Clip-higher** acts only on tokens whose ratio reaches
+#   $1 + \varepsilon_{\mathrm{high}}$, and
 #   with $\mu = 2$ that is a fraction of a percent of the tokens (the `clipped high`
 #   column): too few for the higher bound to show in the entropy or in the accuracy
 #   beyond the spread of two seeds.
@@ -1504,6 +1514,8 @@ for label, runs in adaptive_runs.items():
         if "entropy_coef" in m:
             axes[2].plot(m["step"], m["entropy_coef"], color=color)
 axes[0].set_yscale("log")
+axes[0].set_yticks([0.02, 0.05, 0.1, 0.2], ["0.02", "0.05", "0.1", "0.2"])
+axes[0].minorticks_off()  # a narrow panel: four labels, no crowded minor ones
 for ax, title in zip(axes, ("entropy (nats/token, log scale)", "zero_std_frac",
                             "coefficient $c_H$")):
     ax.set_title(title, fontsize=10)
@@ -1564,13 +1576,9 @@ say(f"Target 0.2: the coefficient climbs to {mean_range(top[high], 2)}, the entr
 # one seed of two found the padding. Without the task term the push is stronger. A
 # reward for length pays for the cheapest way to be long, and this base model knows
 # one: its pretraining corpus contains "rambling" traces that repeat a step
-# ({doc}`05_tiny_base_model`). Here is the same bonus, tokens / 96 capped at 1, with
-# the format reward at 0.1 and no accuracy term:
-
-# %%
-show_source(repetition_penalty_reward, docstring=False)
-
-# %% [markdown]
+# ({doc}`05_tiny_base_model`). The run below pays the same bonus, tokens / 96 capped
+# at 1, with the format reward at 0.1 and no accuracy term.
+#
 # The trainer does not compute a repetition metric itself, but any reward function
 # with weight 0 is a free logged metric: `repetition_penalty_reward` (Open-R1's
 # n-gram penalty, $-1 \times$ the share of repeated word trigrams) goes in with
@@ -1578,7 +1586,10 @@ show_source(repetition_penalty_reward, docstring=False)
 # the reward. The callables passed to `GRPOTrainer` replace the configuration's
 # reward names; `train_run` also hands them to `load_config(..., reward_funcs=...)`,
 # which records their names so that the three weights are checked against three
-# functions.
+# functions. The penalty:
+
+# %%
+show_source(repetition_penalty_reward, docstring=False)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1786,7 +1797,9 @@ print(f"by hand: dapo -sum_i A_i |o_i| / N = {dapo_by_hand.item():+.4f}, "
 
 # %% [markdown]
 # Only `grpo` (and `scale_rewards` of any kind with it) logs exactly 0. The token-level
-# losses log $-\sum_i \hat A_i|o_i| / N$, the length-weighted advantage: not zero, but
+# losses log $-\sum_i \hat A_i|o_i| / N$, the length-weighted advantage, with
+# $N = \sum_i |o_i|$ the step's completion tokens (`bnpo`, `dapo`) or $B L_{\max}$
+# (`dr_grpo`): not zero, but
 # not a measure of progress either (it is negative when the longer completions of the
 # step were the better ones). REINFORCE logs
 # $-\frac1B\sum_i \hat A_i \log\pi_\theta(o_i)$, which depends on how likely the
@@ -1912,7 +1925,8 @@ except NotImplementedError:
 # target, delta, coef_min, coef_max, coef=0.0)`: `entropies` are the mean token
 # entropies of a run's optimizer steps, in order, and `coef` the first coefficient;
 # return the coefficient each step applies under adaptive entropy control
-# ({ref}`ch09-adaptive-entropy`). Then say what TRL's defaults make of a target the
+# ({ref}`ch09-adaptive-entropy`; the first step has no step before it, so it applies
+# no bonus). Then say what TRL's defaults make of a target the
 # policy's entropy never reaches.
 
 # %%

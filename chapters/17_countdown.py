@@ -389,7 +389,9 @@ def plot_runs(metrics, evals, title, scores=FIRST_SCORES):
             axes[0].plot(m.step, scale * smooth[column], ls=ls, color=f"C{i}",
                          label=f"{label} ({k})")
         axes[1].plot(evals[k].index, evals[k]["strict_acc"], color=f"C{i}",
-                     marker="os^v"[i % 4], ls=("-", "--", ":")[i % 3], label=k)
+                     marker="os^v"[i % 4], ms=9 - 2 * (i % 3), mfc="none",
+                     lw=2.4 - 0.6 * (i % 3), ls=("-", "--", ":")[i % 3],
+                     label=k)  # wider and larger first: equal runs both show
         axes[2].plot(m.step, smooth["completion_length"], color=f"C{i}", label=k)
     axes[0].set(ylabel="mean score (10-step mean)",
                 title="Sampled answers: the two scores")
@@ -2527,8 +2529,9 @@ fig, ax = plt.subplots(figsize=(7.5, 7.4))
 rows = list(range(len(glance)))[::-1]  # the first try at the top
 ax.barh(rows, glance["rise sampled"], color="C0", alpha=0.5,
         label="sampled, mean of two seeds")
-for s, marker in ((0, "o"), (1, "s")):
-    ax.scatter(glance[f"seed {s}"], rows, color="C0", marker=marker, s=14,
+for s, marker, shift in ((0, "o", 0.15), (1, "s", -0.15)):
+    ax.scatter(glance[f"seed {s}"], [r + shift for r in rows], color="C0",
+               marker=marker, s=25, edgecolors="black", linewidths=0.6,
                label=f"sampled, seed {s}")
 ax.scatter(glance["rise greedy"], rows, color="C3", marker="|", s=150,
            label="greedy, mean of two seeds")
@@ -2692,14 +2695,13 @@ all_metrics = {**{f"first base, {k}": m for k, m in metrics.items()},
                   for k, m in chain_metrics.items()}}
 hacks = {k: (m["reward/countdown_value_only_reward"]
              - m["reward/countdown_answer_reward"]) for k, m in all_metrics.items()}
-fig, ax = plt.subplots(figsize=(6.5, 3.6))
+fig, ax = plt.subplots(figsize=(6.5, 4.4), layout="constrained")
 for i, (k, h) in enumerate(hacks.items()):
     ax.plot(all_metrics[k].step, h.rolling(10, min_periods=1).mean(), color=f"C{i}",
             label=k)
 ax.set(xlabel="step", ylabel="share of sampled answers (10-step mean)",
        title="Right value, wrong numbers")
-ax.legend(fontsize=9)
-fig.tight_layout()
+fig.legend(loc="outside lower center", ncol=2, fontsize=9)
 plt.show()
 counted = {k: int(round((h * per_step).sum())) for k, h in hacks.items()}
 paid = {k: int(round((m["reward/countdown_answer_reward"] * per_step).sum()))
