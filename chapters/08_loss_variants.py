@@ -31,7 +31,8 @@
 # two functions, and the trainer calls them one after the other. This chapter takes each
 # one apart on a batch small enough to check by hand, shows what each choice does to the
 # weight of every token, and then runs the same R1-Zero training under each variant.
-# The last sections take several passes over each batch, where the clip finally acts,
+# The last sections take several updates from each batch, by passes or by
+# mini-batches, where the clip finally acts,
 # add two newer losses that change what is clipped, GSPO and CISPO, four knobs
 # that cap, gate or mask single terms, and two losses on the ratio of a whole
 # completion, LUSPO and VESPO.
@@ -45,6 +46,7 @@ print_environment()
 # %%
 import copy
 import inspect
+import json
 import shutil
 import tempfile
 import time
@@ -66,8 +68,9 @@ from grpo_lib.losses import policy_loss
 from grpo_lib.models import load_model_and_tokenizer
 from grpo_lib.profiles import profile
 from grpo_lib.rewards import accuracy_reward, combine_rewards, format_reward
-from grpo_lib.runs import (compare_seeds, final_eval, late_mean, load_run, load_seeds,
-                           mean_range, parting_step, seed_order, seed_table)
+from grpo_lib.runs import (RUNS_DIR, compare_seeds, final_eval, late_mean, load_run,
+                           load_seeds, mean_range, parting_step, seed_order,
+                           seed_table)
 from grpo_lib.sampling import generate
 from grpo_lib.tasks import load_task_split
 from grpo_lib.tasks.arithmetic import DATA_DIR, chat_prompt
@@ -261,13 +264,17 @@ toy_table.round(5)
 # %%
 fig, ax = plt.subplots(figsize=(7.3, 3.2))
 x = np.arange(len(LOSS_TYPES))
-ax.bar(x - 0.2, toy_table["weight/token, short right"], 0.4,
-       label="a token of the short right answer (4 tokens)")
-ax.bar(x + 0.2, toy_table["weight/token, long wrong"], 0.4,
-       label="a token of the long wrong answer (12 tokens)")
+short = ax.bar(x - 0.2, toy_table["weight/token, short right"], 0.4,
+               label="a token of the short right answer (4 tokens)")
+long = ax.bar(x + 0.2, toy_table["weight/token, long wrong"], 0.4,
+              label="a token of the long wrong answer (12 tokens)")
+for bars in (short, long):  # the value on each bar (a log axis has no zero)
+    ax.bar_label(bars, [f"1/{1 / b.get_height():.0f}" for b in bars], fontsize=9,
+                 padding=1)
 ax.set_xticks(x, LOSS_TYPES)
 ax.set_yscale("log")
 ax.set_yticks([0.03, 0.06, 0.125, 0.25, 0.5], ["0.03", "0.06", "0.125", "0.25", "0.5"])
+ax.set_ylim(top=1.0)  # room for the labels above the tallest bars
 ax.minorticks_off()
 ax.set_ylabel("weight per token (log scale)")
 ax.set_title("What each aggregation gives one token")
@@ -448,7 +455,10 @@ comparison.round(3)
 
 # %% [markdown]
 # Response length, training accuracy and entropy over training, every variant in each
-# panel (a 5-step rolling mean; the faint lines are the raw per-step means):
+# panel (a 5-step rolling mean; the faint lines are the raw per-step means). Each
+# variant's line is thinner than the one before it, so runs that coincide show as a
+# thin line inside a wider one: `bnpo` and `dapo` are one run here (their rows of the
+# table above are equal), since each step is a single micro-batch.
 
 # %%
 fig, axes = plt.subplots(3, 1, figsize=(7.3, 8.4), sharex=True,
@@ -460,7 +470,8 @@ for ax, (col, label) in zip(axes, panels):
     for j, (name, (m, _, _, _)) in enumerate(results.items()):
         line, = ax.plot(m["step"], m[col], alpha=0.2)
         ax.plot(m["step"], m[col].rolling(5, min_periods=1).mean(),  # equal runs show
-                color=line.get_color(), ls=("-", "--", ":")[j % 3], label=name)
+                color=line.get_color(), ls=("-", "--", ":")[j % 3], lw=3.0 - 0.4 * j,
+                label=name)
     ax.set_ylabel(label)
     ax.grid(alpha=0.3)
 axes[-1].set_xlabel("step")
@@ -747,8 +758,9 @@ variant_table = seed_table(two_seeds, {
 variant_table
 
 # %% [markdown]
-# Each cell is "mean (lowest seed-highest seed)". The training curves, the mean of
-# the two seeds as a line and their range as a band:
+# Each cell is "mean (lowest seed-highest seed)". The training curves from step 10
+# on, the mean of the two seeds as a line and, for the accuracy, their range as a
+# band:
 
 # %%
 fig, axes = plt.subplots(2, 1, figsize=(7.3, 6.0), sharex=True,
@@ -756,16 +768,16 @@ fig, axes = plt.subplots(2, 1, figsize=(7.3, 6.0), sharex=True,
 for ax, (col, label) in zip(axes, [("accuracy", "training accuracy"),
                                    ("completion_length", "length (tokens)")]):
     for name, rs in two_seeds.items():
-        curves = np.stack([r.metrics[col].rolling(10, min_periods=1).mean()
-                           for r in rs])  # (seeds, steps)
+        curves = np.stack([r.metrics[col].rolling(10, min_periods=10).mean()
+                           for r in rs])  # (seeds, steps), from step 10
         step = rs[0].metrics["step"]
         line, = ax.plot(step, curves.mean(0), label=name)
-        ax.fill_between(step, curves.min(0), curves.max(0), alpha=0.15,
-                        color=line.get_color())
+        if col == "accuracy":  # the length bands overlap into one smear
+            ax.fill_between(step, curves.min(0), curves.max(0), alpha=0.15,
+                            color=line.get_color())
     ax.set_ylabel(label)
     ax.grid(alpha=0.3)
 axes[0].set_ylim(0.4, 1.0)
-axes[1].set_ylim(55, 62)  # step 1's band, a single batch per seed, reaches past it
 axes[0].legend(fontsize=9, ncol=3, loc="lower right")
 axes[0].set_title("150 steps x 16 prompts x G=8, two seeds (10-step means)")
 axes[-1].set_xlabel("step")
@@ -988,7 +1000,8 @@ print(f"first pass, toy batch: gspo gradient == grpo gradient: {same_gspo}; "
 # Two models' log-probs enter the full objective. A popular tutorial uses one for
 # the other. **$\pi_{\mathrm{old}}$** is the policy that sampled this batch: the
 # model being trained, as it was before this step's $\mu$ passes. It is the
-# denominator of the ratio, so it is needed only when $\mu > 1$.
+# denominator of the ratio, so it is needed only when the batch feeds more than one
+# update: $\mu > 1$, or the mini-batches of {ref}`ch08-mini-batches`.
 # **$\pi_{\mathrm{ref}}$** is a frozen copy of the model from before training. The KL
 # term pulls the policy towards it, so it is needed only when $\beta > 0$. In
 # `GRPOTrainer._update` they are two lines, each computed only when its knob asks
@@ -1042,21 +1055,29 @@ ppo_table = pd.DataFrame(ppo_rows).set_index("run")
 ppo_table.round(4)
 
 # %%
+def seed_curves(label, series, window):
+    """The two seeds' `series(metrics)`, as rolling means: (steps, [2, steps])."""
+    ms = [ppo[label, seed][0] for seed in (0, 1)]
+    runs = [series(m).rolling(window, min_periods=1).mean() for m in ms]
+    return ms[0]["step"], np.stack(runs)
+
+
 fig, axes = plt.subplots(3, 1, figsize=(7.3, 8.4), sharex=True,
                          constrained_layout=True)
+panels = [(lambda m: m["clip_frac_low"] + m["clip_frac_high"], 5),
+          (lambda m: m["entropy"], 5), (lambda m: m["accuracy"], 10)]
 for label in PPO_RUNS:
+    never = np.nansum(seed_curves(label, panels[0][0], 1)[1]) == 0  # no token, ever
     color = None
-    for seed in (0, 1):
-        m = ppo[label, seed][0]
-        clip = (m["clip_frac_low"] + m["clip_frac_high"]).rolling(5, min_periods=1)
-        line, = axes[0].plot(m["step"], clip.mean(), color=color,
-                             label=label if seed == 0 else None)
+    for ax, (series, window) in zip(axes, panels):
+        step, runs = seed_curves(label, series, window)  # mean line, range band
+        line, = ax.plot(step, runs.mean(0), color=color,
+                        label=label + (" (never clipped)" if never else "")
+                        if ax is axes[0] else None)
         color = line.get_color()
-        axes[1].plot(m["step"], m["entropy"].rolling(5, min_periods=1).mean(),
-                     color=color)
-        axes[2].plot(m["step"], m["accuracy"].rolling(10, min_periods=1).mean(),
-                     color=color)
+        ax.fill_between(step, runs.min(0), runs.max(0), color=color, alpha=0.15)
 axes[0].set_yscale("symlog", linthresh=1e-3)  # GSPO's ~0.1 and mu = 2's ~0.001
+axes[0].set_ylim(bottom=0)
 axes[0].set_ylabel("clip fraction (symlog)")
 axes[1].set_ylabel("entropy (nats/token)")
 axes[2].set_ylabel("training accuracy")
@@ -1064,7 +1085,7 @@ axes[2].set_xlabel("step")
 axes[1].set_ylim(top=1.3 * axes[1].get_ylim()[1])  # room above the entropy curves
 axes[1].legend(*axes[0].get_legend_handles_labels(), fontsize=9, ncol=2,
                loc="upper right")
-axes[0].set_title("Chapter 7's run, one change each, two seeds (5/10-step means)")
+axes[0].set_title("Chapter 7's run, one change each: mean and range of two seeds")
 for ax in axes:
     ax.grid(alpha=0.3)
 plt.show()
@@ -1143,6 +1164,123 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
 # next to advantages of order 1.
 
 # %% [markdown]
+# (ch08-mini-batches)=
+# ### Several updates from one rollout: mini-batches
+#
+# $\mu$ passes take several updates from one rollout by reusing the whole batch.
+# PPO's other way is to split it: `num_mini_batches` cuts each pass into mini-batches
+# of whole groups, in order, and takes one optimizer update on each. Every update
+# after the first is off-policy, so its ratios are taken against the old log-probs,
+# computed once before the first update, and the clip acts on them as it does for
+# $\mu > 1$. verl calls the mini-batch `ppo_mini_batch_size` (counted in prompts).
+# TRL sets it with `steps_per_generation`, which counts micro-batches: the number of
+# mini-batches times `gradient_accumulation_steps`. TRL also shuffles the rows into
+# its mini-batches, where ours keeps each group in one, and divides `dapo`'s token
+# sum by the rollout's tokens over the number of mini-batches, where ours divides by
+# each update's own tokens, as verl's `token-mean` does. The split, and the list of
+# updates `_update` runs through:
+
+# %%
+show_source(trainer.mini_batches)
+show_source(trainer.GRPOTrainer._update, start="updates = ", end="for mini in")
+
+# %% [markdown]
+# Chapter 7's run with 2 and with 4 mini-batches per rollout, two seeds each
+# (`scripts/ch08_mini_batch_runs.sh`; with 4, micro-batches of 32 rows, so that each
+# mini-batch of 4 groups is whole micro-batches), beside $\mu = 2$ and $\mu = 4$:
+# the same number of updates per rollout, each on a half or a quarter of the batch
+# instead of all of it. Every run keeps chapter 7's learning rate and its warm-up of
+# 5 updates, and the cosine schedule spans all its updates:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+MINI_RUNS = {"mu = 1 (baseline)": "ch08_grpo", "mu = 2": "ch08_mu2",
+             "2 mini-batches": "ch08_mb2", "mu = 4": "ch08_mu4",
+             "4 mini-batches": "ch08_mb4"}
+for label, stem in MINI_RUNS.items():
+    for seed, run in enumerate(load_seeds(stem)):
+        ppo.setdefault((label, seed), (run.metrics, run.evals))
+
+
+def updates_per_rollout(stem):
+    """mu x num_mini_batches, from the run's resolved config (runs from before
+    num_mini_batches existed had one)."""
+    config = json.loads((RUNS_DIR / f"{stem}_seed0_cpu" / "config.json").read_text())
+    return config["num_iterations"] * config.get("num_mini_batches", 1)
+
+
+mini_rows = []
+for label, stem in MINI_RUNS.items():
+    pair = [ppo[label, seed] for seed in (0, 1)]
+    acc = [ev.loc[150, "strict_acc"] for _, ev in pair]
+    mini_rows.append({
+        "run": label,
+        "updates per rollout": updates_per_rollout(stem),
+        "strict @150": np.mean(acc),
+        "range": f"{min(acc):.3f}-{max(acc):.3f}",
+        "clip fraction": np.mean([(m["clip_frac_low"] + m["clip_frac_high"]).mean()
+                                  for m, _ in pair]),
+        "entropy, last 25": np.mean([m["entropy"].tail(25).mean() for m, _ in pair])})
+mini_table = pd.DataFrame(mini_rows).set_index("run")
+mini_table.round(4)
+
+# %%
+fig, axes = plt.subplots(2, 1, figsize=(7.3, 5.8), sharex=True,
+                         constrained_layout=True)
+for i, label in enumerate(MINI_RUNS):
+    style = dict(color=f"C{i}", ls="--" if "mini" in label else "-")
+    for ax, (series, window) in zip(axes, [
+            (lambda m: m["accuracy"], 10),
+            (lambda m: m["clip_frac_low"] + m["clip_frac_high"], 10)]):
+        step, runs = seed_curves(label, series, window)  # [2, steps]
+        ax.plot(step, runs.mean(0), label=label if ax is axes[0] else None, **style)
+        ax.fill_between(step, runs.min(0), runs.max(0), color=style["color"],
+                        alpha=0.12)
+axes[0].set_ylabel("training accuracy")
+axes[1].set_ylabel("clip fraction (symlog)")
+axes[1].set_yscale("symlog", linthresh=1e-4)
+axes[1].set_xlabel("step")
+axes[0].set_title("mu passes (solid) or mini-batches (dashed): mean and range of "
+                  "two seeds, 10-step means", fontsize=10)
+fig.legend(loc="outside lower center", ncol=3, fontsize=9)
+for ax in axes:
+    ax.grid(alpha=0.3)
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+mt = mini_table
+
+
+def mu_name(k):
+    return f"$\\mu = {k}$"
+
+
+say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
+    + ", ".join(f"{n} {mt.loc[n, 'strict @150']:.3f} ({mt.loc[n, 'range']})"
+                for n in mt.index) + ". "
+    + "; ".join(f"{n}: {versus(n)}, {versus(n, 'mu = ' + n[0], mu_name(n[0]))}"
+                for n in mt.index if "mini" in n) + ".\n"
+    f"- Clip fraction, mean over the steps: " + ", ".join(
+        f"{n} {mt.loc[n, 'clip fraction']:.2%}" for n in mt.index) + ".\n"
+    f"- Entropy over the last 25 steps: " + ", ".join(
+        f"{n} {mt.loc[n, 'entropy, last 25']:.4f}" for n in mt.index) + ".")
+
+# %% [markdown]
+# Both ways take the same number of updates from a rollout; they differ in what each
+# update has already seen. A second pass pushes again on the tokens the first pass
+# pushed, so its ratios have moved by that push. A later mini-batch holds groups no
+# update has touched yet, whose ratios moved only as far as the updates on other
+# groups carried them; that is why the mini-batch runs clip several times less often
+# than the passes with as many updates. At chapter 7's learning rate, four updates
+# per rollout cost held-out accuracy either way, far less when each update takes a
+# quarter of the batch than when each takes all of it; the seeds of two mini-batches
+# overlap those of $\mu = 1$ and of $\mu = 2$. The compute differs as well: however
+# many mini-batches, one pass makes one forward and backward pass over the batch, as
+# $\mu = 1$ does, plus the forward pass for the old log-probs, where $\mu$ passes
+# make $\mu$.
+
+# %% [markdown]
 # (ch08-four-knobs)=
 # ## Four more knobs: a cap, a gate and two masks
 #
@@ -1205,6 +1343,10 @@ for ax, a in zip(axes, (1.0, -1.0)):
     ax.grid(alpha=0.3)
 axes[0].set_ylabel("gradient weight")
 axes[0].set_ylim(-0.1, 3.2)  # grpo's and cispo's weights with A < 0 go on rising
+for ax, note in zip(axes, ("cispo: up to its cap, 5", "cispo: up to its cap, 5;\n"
+                                                      "grpo: without bound")):
+    ax.text(0.97, 0.97, note, transform=ax.transAxes, ha="right", va="top",
+            fontsize=9)  # both leave the top of the panel
 fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=4,
            fontsize=9)
 plt.show()

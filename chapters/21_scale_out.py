@@ -76,10 +76,12 @@ config7 = load_config(CONFIG)
 # its share of the step's completions, and the gradients are averaged over the
 # processes. TRL splits its generation batch of $B = P \times G$ completions over the
 # $N$ processes, so the batch fields change with $N$. For one of our steps to remain
-# one generation batch and one optimizer step:
+# one generation batch, with one optimizer step per mini-batch
+# ({ref}`ch08-mini-batches`; one, unless `num_mini_batches` asks for more), of
+# $B_u = B / \texttt{num\_mini\_batches}$ completions each:
 #
-# $$b = \min\!\big(\texttt{micro\_batch\_size}, B/N\big), \qquad
-# \texttt{gradient\_accumulation\_steps} = \frac{B}{N\,b},$$
+# $$b = \min\!\big(\texttt{micro\_batch\_size}, B_u/N\big), \qquad
+# \texttt{gradient\_accumulation\_steps} = \frac{B_u}{N\,b},$$
 #
 # with $b$ the completions per micro-batch and $P$ a multiple of $N$, so that every
 # process holds whole groups. The advantages would survive a split group, since TRL
