@@ -15,8 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-data/runs}
 . scripts/two_seeds.sh
-common=(--config configs/r1_zero_arithmetic.yaml --set rollout_engine=transformers
-        --set save_every=0 --set save_final=false --set progress_bar=false
+common=("${CH7_STORED[@]}"
         --set eval_every=75 --set print_every=25 --set sample_every=0
         --set use_adaptive_entropy=true)
 for arm in ${ARMS:-target02 target003}; do

@@ -14,8 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-data/runs}
 . scripts/two_seeds.sh
-common=(--config configs/r1_zero_arithmetic.yaml --set rollout_engine=transformers
-        --set save_every=0 --set save_final=false --set progress_bar=false
+common=("${CH7_STORED[@]}"
         --set eval_on_start=false --set eval_every=150 --set print_every=25
         --set sample_every=0 --set beta=5.0 --set sync_ref_model=true
         --set ref_model_sync_steps=10)
