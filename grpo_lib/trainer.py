@@ -1696,8 +1696,8 @@ def _mini_batch_problem(config: GRPOConfig) -> str | None:
                 f"per pass over the batch).")
     if not isinstance(prompts, int) or not isinstance(config.num_generations, int):
         return None  # reported by their own checks
-    fits = [d for d in range(1, prompts + 1) if prompts % d == 0]
     if prompts % k:
+        fits = [d for d in range(1, prompts + 1) if prompts % d == 0]
         return (f"num_mini_batches={k} does not divide per_step_prompts={prompts}: "
                 f"each mini-batch holds whole groups; pick one of {fits}.")
     rows, micro = config.batch_size // k, config.micro_batch_size
