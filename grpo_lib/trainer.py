@@ -253,6 +253,10 @@ class GRPOConfig(YAMLConfig):
     num_mini_batches: int = 1
     """Optimizer steps per pass: the batch split into this many mini-batches of whole
     groups, one update each (PPO's mini-batches; > 1 needs the old log-probs)."""
+    shuffle_mini_batches: bool = False
+    """With num_mini_batches > 1: shuffle the batch's rows before the split, as TRL
+    does (one permutation per step, from seed and step), so a group's completions
+    land in different mini-batches. Needs share_group_prompt=False."""
     mask_truncated_completions: bool = False
     """Leave completions that hit max_completion_length out of the loss (DAPO)."""
 
@@ -1328,7 +1332,8 @@ class GRPOTrainer(TrainingLoop):
         else:
             advantages = self.advantages(rewards)  # [B]
             with _deferred_sigint(self._flag):
-                upd = self._update(rollout, advantages)
+                upd = self._update(*mini_batch_order(cfg, self.step, rollout,
+                                                     advantages))
                 self.step += 1
                 self._sync_reference()
             self._last_batch = (rollout, rows, rewards, advantages)
@@ -1700,9 +1705,28 @@ def _mini_batch_problem(config: GRPOConfig) -> str | None:
         fits = [d for d in range(1, prompts + 1) if prompts % d == 0]
         return (f"num_mini_batches={k} does not divide per_step_prompts={prompts}: "
                 f"each mini-batch holds whole groups; pick one of {fits}.")
+    if config.shuffle_mini_batches and config.share_group_prompt and k > 1:
+        return ("shuffle_mini_batches scatters each group's completions over the "
+                "mini-batches, so share_group_prompt (one prompt row per group) cannot "
+                "apply; set share_group_prompt=False or shuffle_mini_batches=False.")
     rows, micro = config.batch_size // k, config.micro_batch_size
     if micro is not None and isinstance(micro, int) and micro > 0 and rows % micro:
         return (f"num_mini_batches={k} makes mini-batches of {rows} completions, not "
                 f"a multiple of micro_batch_size={micro}; use a micro_batch_size that "
                 f"divides {rows}, or fewer mini-batches.")
     return None
+
+
+def mini_batch_order(config: GRPOConfig, step: int, rollout: Rollout,
+                     advantages: torch.Tensor) -> tuple[Rollout, torch.Tensor]:
+    """The rollout and its advantages ``[B]`` in the order the update cuts into
+    mini-batches: as sampled (whole groups, in order), or, with
+    ``shuffle_mini_batches`` and more than one mini-batch, the rows shuffled as TRL
+    shuffles them, by one permutation drawn from ``(seed, step)`` (a resumed run
+    shuffles as the uninterrupted one). Every pass of the step uses the same order."""
+    if not (config.shuffle_mini_batches and config.num_mini_batches > 1):
+        return rollout, advantages
+    order = np.random.default_rng([config.seed, step]).permutation(len(rollout))
+    rows = [int(i) for i in order]
+    return (_select_rollout(rollout, rows, pad_id=0),  # no padding is added
+            advantages[torch.as_tensor(rows, device=advantages.device)])

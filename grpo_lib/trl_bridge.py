@@ -255,9 +255,9 @@ TRL_FIELDS: dict[str, Mapped] = {
     "steps_per_generation": Mapped(
         "num_mini_batches", lambda c: None,
         "None: TRL derives it, micro-batches per rollout (num_mini_batches x "
-        "gradient_accumulation_steps); TRL shuffles rows into its mini-batches and "
-        "divides dapo's sum by the rollout's tokens / k, ours keeps groups whole and "
-        "divides by the mini-batch's own tokens"),
+        "gradient_accumulation_steps); TRL shuffles rows into its mini-batches (ours "
+        "with shuffle_mini_batches, else it keeps groups whole) and divides dapo's "
+        "sum by the rollout's tokens / k, ours by the mini-batch's own tokens"),
     "mask_truncated_completions": Mapped("mask_truncated_completions", None,
                                          "DAPO turns it on"),
     "learning_rate": Mapped(
@@ -356,6 +356,8 @@ NOT_A_TRL_SETTING: dict[str, str] = {
     "optimizer_offload": "where AdamW's state lives (memory only, same maths)",
     "share_group_prompt": "speed only (the same log-probs to round-off); TRL "
                           "computes each prompt G times",
+    "shuffle_mini_batches": "TRL always shuffles the rollout's rows before it cuts "
+                            "them into mini-batches: True is TRL's order",
     "print_every": "our console summary; TRL logs every logging_steps",
     "sample_every": "our samples.jsonl; TRL's log_completions prints a table every "
                     "logging step",

@@ -11,6 +11,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -26,6 +27,7 @@ from grpo_lib.trainer import (
     _length_gap_in_group,
     _masked_mean,
     load_config,
+    mini_batch_order,
     mini_batches,
 )
 from grpo_lib.training_loop import lr_multiplier as _lr_multiplier
@@ -98,6 +100,8 @@ def _params(model) -> torch.Tensor:
               num_mini_batches=2), "mini-batches of 8 completions, not a multiple "
                                    "of micro_batch_size=16"),
         (dict(num_mini_batches=0), "num_mini_batches=0: an integer >= 1"),
+        (dict(num_mini_batches=2, shuffle_mini_batches=True, share_group_prompt=True),
+         "share_group_prompt .one prompt row per group. cannot apply"),
         (dict(loss_type="cispo"), "TRL's docs and ScaleRL use 5.0"),
         (dict(importance_sampling_level="seq"), "'token' .* or 'sequence'"),
         (dict(entropy_coef=-0.1), "entropy_coef=-0.1: must be >= 0"),
@@ -378,40 +382,49 @@ def test_mini_batches_split_a_pass_in_order():
         mini_batches(chunks, 3)
 
 
-def test_mini_batches_are_updates_in_turn_from_the_old_policy(tokenizer, tmp_path):
-    """num_mini_batches=2: one step is two AdamW updates, one per group, in order,
-    each ratio taken against the policy that sampled the batch (the old log-probs
-    from before the first update), each token sum divided by its own update's
-    tokens (dapo). Done again by hand with the library's pieces: the same weights."""
+@pytest.mark.parametrize("shuffle", [False, True], ids=["in order", "shuffled"])
+def test_mini_batches_are_updates_in_turn_from_the_old_policy(tokenizer, tmp_path,
+                                                              shuffle):
+    """num_mini_batches=2: one step is two AdamW updates, one per group, in order
+    (or, shuffled, one per half of the rows in the order that numpy's generator
+    seeded with (seed, step) permutes them), each ratio taken against the policy that
+    sampled the batch (the old log-probs from before the first update), each token
+    sum divided by its own update's tokens (dapo). Done again by hand with the
+    library's pieces: the same weights."""
     def characters(completions, **kwargs):  # varies in every group of a random model
         return [len(t) / 100 for t in completions]
 
     model = random_model(tokenizer, size="micro", seed=0)
     start = copy.deepcopy(model)
     config = _config(tmp_path, num_mini_batches=2, max_steps=1, loss_type="dapo",
-                     epsilon_high=0.28, max_grad_norm=0.1)  # a group per micro-batch
+                     epsilon_high=0.28, max_grad_norm=0.1,  # a group per micro-batch
+                     shuffle_mini_batches=shuffle)
     trainer = GRPOTrainer(model, tokenizer, [characters], config, ROWS)
     metrics = trainer.train()
     assert trainer.scheduler.last_epoch == 2  # two updates in one step
-    rollout, _, _, adv = trainer._last_batch
-    assert (adv.view(2, 4) != 0).any(1).all()  # both updates have a gradient
+    rollout, _, _, adv = trainer._last_batch  # as sampled: groups in order
+    order = (torch.as_tensor(np.random.default_rng([0, 0]).permutation(8)) if shuffle
+             else torch.arange(8))  # the rows in the order the update takes them
+    halves = (order[:4], order[4:])
+    if shuffle:  # the permutation mixes the two groups
+        assert sorted(halves[0].tolist()) not in ([0, 1, 2, 3], [4, 5, 6, 7])
+    assert all((adv[rows] != 0).any() for rows in halves)  # both updates learn
 
     def logp(rows):
         return sequence_logprobs(start, rollout.prompt_ids[rows],
                                  rollout.prompt_mask[rows], rollout.completion_ids[rows],
                                  rollout.completion_mask[rows].float())
 
-    def by_hand(off_policy):
+    def by_hand(off_policy, halves=halves):
         losses = []
         optimizer = torch.optim.AdamW(start.parameters(), lr=config.learning_rate,
                                       weight_decay=config.weight_decay)
-        groups = (slice(0, 4), slice(4, 8))
         with torch.no_grad():
-            old = torch.cat([logp(rows) for rows in groups])  # [8, C]
-        for rows in groups:  # group 1, then group 2
+            old = [logp(rows) for rows in halves]  # 2 x [4, C]
+        for j, rows in enumerate(halves):  # the first half, then the second
             optimizer.zero_grad()
             mask = rollout.completion_mask[rows].float()
-            loss, _ = policy_loss(logp(rows), old[rows] if off_policy else None,
+            loss, _ = policy_loss(logp(rows), old[j] if off_policy else None,
                                   adv[rows], mask, loss_type="dapo", epsilon_high=0.28,
                                   num_items_in_batch=mask.sum())
             loss.backward()
@@ -426,8 +439,40 @@ def test_mini_batches_are_updates_in_turn_from_the_old_policy(tokenizer, tmp_pat
     start.load_state_dict(copy.deepcopy(random_model(tokenizer, size="micro",
                                                      seed=0).state_dict()))
     # the second update's ratio is not 1: taken against the current policy instead,
-    # the same updates by hand end elsewhere
+    # the same updates by hand end elsewhere; and so does the other order of rows
     assert not torch.equal(by_hand(off_policy=False)[0], _params(model))
+    reset = random_model(tokenizer, size="micro", seed=0).state_dict()
+    start.load_state_dict(copy.deepcopy(reset))
+    other = (torch.arange(4), torch.arange(4, 8)) if shuffle else (
+        torch.as_tensor(np.random.default_rng([0, 0]).permutation(8)).split(4))
+    assert not torch.equal(by_hand(off_policy=True, halves=other)[0], _params(model))
+
+
+def test_mini_batch_order_shuffles_rows_per_step_only_when_asked(tokenizer, tmp_path):
+    """The rows and their advantages move together, by one permutation per (seed,
+    step); with one mini-batch, or shuffling off, the batch stays as sampled."""
+    model = random_model(tokenizer, size="micro", seed=0)
+    trainer = GRPOTrainer(model, tokenizer, [digit_share],
+                          _config(tmp_path, max_steps=1), ROWS)
+    trainer.train()
+    rollout, _, _, adv = trainer._last_batch
+    for knobs in (dict(num_mini_batches=2), dict(shuffle_mini_batches=True)):
+        same = mini_batch_order(_config(tmp_path, **knobs), 0, rollout, adv)
+        assert same[0] is rollout and same[1] is adv
+    shuffled = _config(tmp_path, num_mini_batches=2, shuffle_mini_batches=True)
+    orders = []
+    for step in (0, 1):
+        moved, moved_adv = mini_batch_order(shuffled, step, rollout, adv)
+        rows = torch.as_tensor(np.random.default_rng([0, step]).permutation(8))
+        for name in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
+                     "finished"):
+            assert torch.equal(getattr(moved, name), getattr(rollout, name)[rows])
+        assert torch.equal(moved_adv, adv[rows])
+        assert moved.texts == [rollout.texts[i] for i in rows]
+        orders.append(rows.tolist())
+        again = mini_batch_order(shuffled, step, rollout, adv)[1]
+        assert torch.equal(again, moved_adv)  # the same step shuffles the same way
+    assert orders[0] != orders[1] and sorted(orders[0]) == list(range(8))
 
 
 @pytest.mark.parametrize("settings", [
@@ -615,9 +660,10 @@ def test_dynamic_sampling_metric_must_name_a_reward(tokenizer, tmp_path):
 @pytest.mark.parametrize("sync", [
     {}, dict(sync_ref_model=True, ref_model_sync_steps=1),
     dict(use_adaptive_entropy=True, entropy_target=100.0, entropy_coef_delta=0.05),
-    dict(num_mini_batches=2)],
+    dict(num_mini_batches=2),
+    dict(num_mini_batches=2, shuffle_mini_batches=True)],
     ids=["frozen reference", "synced reference", "adaptive entropy bonus",
-         "two mini-batches"])
+         "two mini-batches", "two shuffled mini-batches"])
 def test_resume_reproduces_the_next_step_exactly(tokenizer, tmp_path, sync):
     """With ``sync_ref_model`` the reference moved at steps 1 and 2: the checkpoint
     keeps it, or step 3's KL would pull toward the initial model. With adaptive
