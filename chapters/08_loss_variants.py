@@ -1174,11 +1174,12 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
 # computed once before the first update, and the clip acts on them as it does for
 # $\mu > 1$. verl calls the mini-batch `ppo_mini_batch_size` (counted in prompts).
 # TRL sets it with `steps_per_generation`, which counts micro-batches: the number of
-# mini-batches times `gradient_accumulation_steps`. TRL also shuffles the rows into
-# its mini-batches, where ours keeps each group in one, and divides `dapo`'s token
-# sum by the rollout's tokens over the number of mini-batches, where ours divides by
-# each update's own tokens, as verl's `token-mean` does. The split, and the list of
-# updates `_update` runs through:
+# mini-batches times `gradient_accumulation_steps`. TRL also shuffles the rollout's
+# rows before it cuts them, so the completions of a group land in different
+# mini-batches; ours keeps each group in one unless `shuffle_mini_batches` is on.
+# And TRL divides `dapo`'s token sum by the rollout's tokens over the number of
+# mini-batches, where ours divides by each update's own tokens, as verl's
+# `token-mean` does. The split, and the list of updates `_update` runs through:
 
 # %%
 show_source(trainer.mini_batches)
@@ -1189,14 +1190,17 @@ show_source(trainer.GRPOTrainer._update, start="updates = ", end="for mini in")
 # (`scripts/ch08_mini_batch_runs.sh`; with 4, micro-batches of 32 rows, so that each
 # mini-batch of 4 groups is whole micro-batches), beside $\mu = 2$ and $\mu = 4$:
 # the same number of updates per rollout, each on a half or a quarter of the batch
-# instead of all of it. Every run keeps chapter 7's learning rate and its warm-up of
-# 5 updates, and the cosine schedule spans all its updates:
+# instead of all of it; and the same two with the rows shuffled first, as TRL cuts
+# them. Every run keeps chapter 7's learning rate and its warm-up of 5 updates, and
+# the cosine schedule spans all its updates:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 MINI_RUNS = {"mu = 1 (baseline)": "ch08_grpo", "mu = 2": "ch08_mu2",
              "2 mini-batches": "ch08_mb2", "mu = 4": "ch08_mu4",
-             "4 mini-batches": "ch08_mb4"}
+             "4 mini-batches": "ch08_mb4",
+             "2 mini-batches, shuffled": "ch08_mb2_shuffled",
+             "4 mini-batches, shuffled": "ch08_mb4_shuffled"}
 for label, stem in MINI_RUNS.items():
     for seed, run in enumerate(load_seeds(stem)):
         ppo.setdefault((label, seed), (run.metrics, run.evals))
@@ -1227,7 +1231,7 @@ mini_table.round(4)
 # %%
 fig, axes = plt.subplots(2, 1, figsize=(7.3, 5.8), sharex=True,
                          constrained_layout=True)
-for i, label in enumerate(MINI_RUNS):
+for i, label in enumerate(k for k in MINI_RUNS if "shuffled" not in k):
     style = dict(color=f"C{i}", ls="--" if "mini" in label else "-")
     for ax, (series, window) in zip(axes, [
             (lambda m: m["accuracy"], 10),
@@ -1260,7 +1264,11 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
     + ", ".join(f"{n} {mt.loc[n, 'strict @150']:.3f} ({mt.loc[n, 'range']})"
                 for n in mt.index) + ". "
     + "; ".join(f"{n}: {versus(n)}, {versus(n, 'mu = ' + n[0], mu_name(n[0]))}"
-                for n in mt.index if "mini" in n) + ".\n"
+                for n in mt.index if "mini" in n and "shuffled" not in n) + ".\n"
+    f"- Shuffled against in order: " + "; ".join(
+        f"{n}: {versus(n, n.split(',')[0], n.split(',')[0])}, "
+        f"{mt.loc[n, 'clip fraction'] / mt.loc[n.split(',')[0], 'clip fraction']:.1f}"
+        f" times its clip fraction" for n in mt.index if "shuffled" in n) + ".\n"
     f"- Clip fraction, mean over the steps: " + ", ".join(
         f"{n} {mt.loc[n, 'clip fraction']:.2%}" for n in mt.index) + ".\n"
     f"- Entropy over the last 25 steps: " + ", ".join(
@@ -1279,6 +1287,15 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
 # many mini-batches, one pass makes one forward and backward pass over the batch, as
 # $\mu = 1$ does, plus the forward pass for the old log-probs, where $\mu$ passes
 # make $\mu$.
+#
+# Shuffled first, as TRL cuts them, the rows of a group spread over the
+# mini-batches. On held-out accuracy the two orders cannot be told apart here: the
+# seeds of each shuffled run overlap those of the same split in order. The clip tells
+# them apart. A later mini-batch now holds completions whose siblings, answers to the
+# same prompt, an earlier update has already pushed, so their ratios have moved
+# further than those of an untouched group, and the shuffled runs clip more often
+# than the runs that keep groups whole, yet less often than $\mu$ passes with as many
+# updates.
 
 # %% [markdown]
 # (ch08-four-knobs)=

@@ -15,7 +15,8 @@ One training *step* (DeepSeekMath, Shao et al. 2024, Algorithm 1, with TRL's nam
    current policy, so ``old = logp.detach()``, as in TRL), the reference model's only
    when ``beta > 0``;
 5. **update** — μ passes over the batch, each split into ``num_mini_batches``
-   mini-batches of whole groups; each mini-batch accumulates gradients over
+   mini-batches (whole groups, or with ``shuffle_mini_batches`` the rows shuffled as
+   TRL does: :func:`mini_batch_order`); each mini-batch accumulates gradients over
    micro-batches (:func:`grpo_lib.losses.policy_loss`), clips the gradient norm and
    takes one AdamW step (warm-up, then the learning-rate schedule).
 
