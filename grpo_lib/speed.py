@@ -139,6 +139,8 @@ def decode_step_ops(model, tokenizer, prompts, decode_fn, new: int = 8) -> dict:
         return {e.key: e.count for e in prof.key_averages()
                 if e.key.startswith(("aten::", "mkldnn::"))}
 
+    counts(new)  # once before counting: one-time work (packing_pays timing its
+    # products, caches) would otherwise land in the first count only
     short, long = counts(new), counts(new + 16)
     return {k: (long[k] - short.get(k, 0)) / 16 for k in long}
 

@@ -120,3 +120,28 @@ def test_the_fast_decode_step_makes_fewer_operator_calls(mode):
         more = sum(decode_step_ops(scratch, tok, more_rows, decode_fast).values())
     assert calls["fast"] < 0.8 * min(calls["scratch"], calls["transformers"]), calls
     assert calls["fast"] == pytest.approx(more)  # a count per step, whatever the rows
+
+
+def test_operator_counts_leave_out_one_time_work(tmp_path, monkeypatch):
+    # under "auto" packing with no stored decision, the first rollout times each shape
+    # packed and plain (packing_pays); those products must not enter the count:
+    # every operator's count per step is >= 0, and the fast step makes its products,
+    # 6 per layer (q/k/v, o, gate/up, down, two attention bmm) and the output layer
+    from grpo_lib import packing as packing_module
+
+    monkeypatch.setenv("GRPO_LIB_CACHE", str(tmp_path))  # no earlier decisions
+    packing_module._packed_is_faster.cache_clear()
+    tok = build_tokenizer()
+    hf = random_model(tok, size="micro", seed=0)
+    scratch = Qwen2.from_transformers(hf, share_weights=True)
+    prompts = [[{"role": "user", "content": f"What is {i} + 2?"}] for i in range(2)]
+    try:
+        with packing("auto"):
+            calls = decode_step_ops(scratch, tok, prompts, decode_fast)
+    finally:
+        packing_module._packed_is_faster.cache_clear()
+    assert min(calls.values()) >= 0, {k: v for k, v in calls.items() if v < 0}
+    products = sum(v for k, v in calls.items() if k in (
+        "aten::mm", "aten::addmm", "aten::bmm", "mkldnn::_linear_pointwise"))
+    assert products == 6 * hf.config.num_hidden_layers + 1, calls
+
