@@ -1192,7 +1192,8 @@ show_source(trainer.GRPOTrainer._update, start="updates = ", end="for mini in")
 # the same number of updates per rollout, each on a half or a quarter of the batch
 # instead of all of it; and the same two with the rows shuffled first, as TRL cuts
 # them. Every run keeps chapter 7's learning rate and its warm-up of 5 updates, and
-# the cosine schedule spans all its updates:
+# the cosine schedule spans all its updates. The four mini-batch pairs ran on one
+# machine, the $\mu$ runs on another (each run's `README.md` names its CPU):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1266,7 +1267,7 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
     + "; ".join(f"{n}: {versus(n)}, {versus(n, 'mu = ' + n[0], mu_name(n[0]))}"
                 for n in mt.index if "mini" in n and "shuffled" not in n) + ".\n"
     f"- Shuffled against in order: " + "; ".join(
-        f"{n}: {versus(n, n.split(',')[0], n.split(',')[0])}, "
+        f"{n}: {versus(n)}, {versus(n, n.split(',')[0], n.split(',')[0])}, "
         f"{mt.loc[n, 'clip fraction'] / mt.loc[n.split(',')[0], 'clip fraction']:.1f}"
         f" times its clip fraction" for n in mt.index if "shuffled" in n) + ".\n"
     f"- Clip fraction, mean over the steps: " + ", ".join(
@@ -1279,23 +1280,25 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
 # update has already seen. A second pass pushes again on the tokens the first pass
 # pushed, so its ratios have moved by that push. A later mini-batch holds groups no
 # update has touched yet, whose ratios moved only as far as the updates on other
-# groups carried them; that is why the mini-batch runs clip several times less often
-# than the passes with as many updates. At chapter 7's learning rate, four updates
-# per rollout cost held-out accuracy either way, far less when each update takes a
-# quarter of the batch than when each takes all of it; the seeds of two mini-batches
-# overlap those of $\mu = 1$ and of $\mu = 2$. The compute differs as well: however
+# groups carried them; that is why the mini-batch runs that keep groups whole clip
+# several times less often than the passes with as many updates. At chapter 7's
+# learning rate, four updates per rollout cost held-out accuracy in every way tried,
+# and two cost some in every way but shuffled mini-batches, whose seeds overlap those
+# of $\mu = 1$. The compute differs as well: however
 # many mini-batches, one pass makes one forward and backward pass over the batch, as
 # $\mu = 1$ does, plus the forward pass for the old log-probs, where $\mu$ passes
 # make $\mu$.
 #
 # Shuffled first, as TRL cuts them, the rows of a group spread over the
-# mini-batches. On held-out accuracy the two orders cannot be told apart here: the
-# seeds of each shuffled run overlap those of the same split in order. The clip tells
-# them apart. A later mini-batch now holds completions whose siblings, answers to the
-# same prompt, an earlier update has already pushed, so their ratios have moved
-# further than those of an untouched group, and the shuffled runs clip more often
-# than the runs that keep groups whole, yet less often than $\mu$ passes with as many
-# updates.
+# mini-batches. Each update then averages over completions of all 16 prompts
+# instead of the groups of 8 prompts (two mini-batches) or 4 (four), though its
+# advantages no longer sum to zero inside it. Here both seeds of each shuffled run end above both seeds of the same
+# split in order; two seeds are few, so take it as a hint rather than a rule. The
+# clip tells the two orders apart as well. A later mini-batch now holds completions
+# whose siblings, answers to the same prompt, an earlier update has already pushed,
+# so their ratios have moved further than those of an untouched group, and the
+# shuffled runs clip more often than the runs that keep groups whole, yet less often
+# than $\mu$ passes with as many updates.
 
 # %% [markdown]
 # (ch08-four-knobs)=

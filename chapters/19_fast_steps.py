@@ -17,8 +17,8 @@
 #
 # Every training chapter waits on the same loop: sample completions, score them, take
 # a gradient step. Chapter 7's run is 150 of those steps, and on a laptop CPU each one
-# takes seconds. This chapter asks how long a step *has* to take, measures where the
-# rest goes, and removes what it can, with the library's own code:
+# takes about a second or more. This chapter asks how long a step *has* to take,
+# measures where the rest goes, and removes what it can, with the library's own code:
 #
 # 1. **the floor**: the arithmetic of one step divided by the fastest rate this machine
 #    multiplies matrices at;
@@ -162,7 +162,7 @@ say(f"On this machine the faster dtype for matrix products is **{fast_dtype}**: 
 # A decode step of the tiny model multiplies 64 rows by matrices of 128 to 1,024
 # columns: a few hundredths of a millisecond of arithmetic per matrix. Every operator
 # call (a matmul, an addition, a view, a dtype cast) also has a fixed cost in Python
-# and in PyTorch's dispatcher, a few microseconds, whatever its size. Count the aten
+# and in PyTorch's dispatcher, whatever its size. Count the aten
 # calls one decode step makes with the three decode loops: `transformers`' model with
 # the book's sampler ({doc}`06_rollouts`), the from-scratch model with its static
 # cache ({doc}`16_qwen2_from_scratch`), and the fast step of this chapter:
@@ -208,13 +208,16 @@ step_ms
 
 # %%
 overhead = step_ms.iloc[:, 0] / step_ms.iloc[:, 1]
+per_call_us = 1e3 * step_ms.iloc[:, 0] / ops["operator calls per decode step"]
 say(f"With the `transformers` model a decode step costs "
     f"{step_ms.iloc[0, 0]:.2f} ms on one row and {step_ms.iloc[0, 1]:.2f} ms on 64: "
     f"the calls alone are {overhead.iloc[0]:.0%} of the 64-row step. The fast step "
     f"makes {ops.loc['fast', 'operator calls per decode step']:.0f} calls instead of "
     f"{ops.loc['transformers', 'operator calls per decode step']:.0f} and costs "
     f"{step_ms.loc['fast'].iloc[0]:.2f} ms on one row, "
-    f"{step_ms.loc['fast'].iloc[1]:.2f} ms on 64.")
+    f"{step_ms.loc['fast'].iloc[1]:.2f} ms on 64. On one row a call costs about "
+    + ", ".join(f"{us:.1f} µs ({name})" for name, us in per_call_us.items())
+    + ": the one-row step over its calls.")
 
 # %% [markdown]
 # ## A decode step with few calls
@@ -562,7 +565,13 @@ say(f"Here the step went from {first['step (s)']:.3f} s with the `transformers` 
     f"{last['vs floor']:.2f} times the floor. Generation went from "
     f"{first['generation (s)']:.3f} s to {last['generation (s)']:.3f} s, the rest "
     f"of the step from {first['the rest (s)']:.3f} s to "
-    f"{last['the rest (s)']:.3f} s. The sampler alone writes "
+    f"{last['the rest (s)']:.3f} s. Against their own floors "
+    f"({flops[0] / peaks['float32']:.3f} s and {flops[1] / peaks['float32']:.3f} s), "
+    f"generation went from {first['generation (s)'] * peaks['float32'] / flops[0]:.1f}"
+    f" to {last['generation (s)'] * peaks['float32'] / flops[0]:.1f} times, the rest "
+    f"from {first['the rest (s)'] * peaks['float32'] / flops[1]:.1f} to "
+    f"{last['the rest (s)'] * peaks['float32'] / flops[1]:.1f} times. The sampler "
+    f"alone writes "
     f"{draws['sampler, fast']:.2f} times as many tokens per second as `generate`, "
     f"{draws['sampler, fast, multinomial draw']:.2f} times with the trainer's default "
     f"draw, `torch.multinomial`'s own tokens, made faster in the section on "
@@ -610,7 +619,7 @@ share = rates / rates.iloc[-1]
 packed_ok = pack_for_rows(torch.randn(D, 2 * F_), 64) is not None
 decode_pct = sorted({round(100 * v) for v in share.iloc[:2]})  # one value if equal
 qkv_width = (2 * s.num_attention_heads + 3 * s.num_key_value_heads) * s.head_dim
-decode_shapes = {"q, k, v": (D, qkv_width), "o": (D, D), "gate/up": (D, 2 * F_),
+decode_shapes = {"q/k/v": (D, qkv_width), "o": (D, D), "gate/up": (D, 2 * F_),
                  "down": (F_, D)}  # the fast step's products, [K, N]
 chosen = [name for name, (k, n) in decode_shapes.items() if packing_pays(64, k, n)]
 say(f"The update's products run at {share.iloc[2]:.0%} of the rate of a 1024 × 1024 "
@@ -685,9 +694,9 @@ say(f"With the weights packed the micro-batch takes "
 # (ch19-compile)=
 # ### Compiling the update
 #
-# Most of the update's time is not in its products but in the small element-wise
-# operators around them: the norms, RoPE, SwiGLU's gate, the log-softmax, and each
-# one's backward. `torch.compile` traces `group_logprobs` and its backward into a few
+# Beside its products, the update runs many small element-wise operators: the norms,
+# RoPE, SwiGLU's gate, the log-softmax, and each one's backward, each a pass over
+# memory and a call. `torch.compile` traces `group_logprobs` and its backward into a few
 # fused kernels, which a C++ compiler on the machine builds. Time the micro-batch
 # above eager and compiled. The first compiled call compiles, here into an empty
 # cache, as on a first run; the next calls run the kernels. Then give it completions
@@ -1928,15 +1937,15 @@ say(f"With the graph the multinomial draw writes "
 # ## What to notice
 #
 # - The floor of a step is its FLOPs over the machine's matmul peak. For the tiny model
-#   the update holds most of the FLOPs. Before the fast path the rollout held most of
-#   the time lost against the floor; after it, the two lose about as much each.
+#   the update holds most of the FLOPs, but the rollout, made of many small steps,
+#   runs further from its own floor, before the fast path and after it.
 # - A small model's decode step pays a fixed cost per operator call, whatever the
 #   call's size: on one row the calls are nearly the whole step, and they are a large
 #   share of a 64-row step. Fusing projections, folding constants into the weights and
-#   sampling with one random number per row remove a quarter of the calls of the
-#   `transformers` loop and over a third of the scratch loop's, and cut the 64-row
-#   step's time by far more than that share (the timings in {ref}`ch19-calls`),
-#   without changing the function.
+#   sampling with one random number per row remove a large share of the calls of
+#   the `transformers` and scratch loops, and with them much of the 64-row step's
+#   time (the counts and timings in {ref}`ch19-calls`), without changing the
+#   function.
 # - A group's $G$ completions share their prompt. Computing it once gives the same
 #   function, to round-off, in the prefill and in the update.
 # - The same product can run at very different rates depending on the library behind
@@ -1945,7 +1954,7 @@ say(f"With the graph the multinomial draw writes "
 #   machine of `benchmarks/README.md`, matched it on another and lost to it on an
 #   Intel one, so the library measures before it packs; in bfloat16 the formula's
 #   attention beat the fused kernel in the backward pass.
-# - Compiling fuses the small operators that most of the update's time goes to, but
+# - Compiling fuses the small operators around the update's products, but
 #   each compile is slow: the first call compiles for its shapes, and the first new
 #   width compiles again, for widths in general. Count what the compiles cost against
 #   what they save over the whole run, not per call.

@@ -252,8 +252,8 @@ class GRPOConfig(YAMLConfig):
     num_iterations: int = 1
     """μ, optimizer passes over each sampled batch (> 1 needs the old log-probs)."""
     num_mini_batches: int = 1
-    """Optimizer steps per pass: the batch split into this many mini-batches of whole
-    groups, one update each (PPO's mini-batches; > 1 needs the old log-probs)."""
+    """Optimizer steps per pass: this many mini-batches (whole groups, unless
+    shuffle_mini_batches), one update each (PPO's; > 1 needs the old log-probs)."""
     shuffle_mini_batches: bool = False
     """With num_mini_batches > 1: shuffle the batch's rows before the split, as TRL
     does (one permutation per step, from seed and step), so a group's completions
