@@ -846,7 +846,7 @@ if hf.device.type == "cpu":
            "machine keeps the step's data close enough."))
 
 # %% [markdown]
-# On a GPU the same loop waits on kernel launches instead, and {ref}`ch19-cuda-graphs`
+# On a GPU the same loop also waits on kernel launches, and {ref}`ch19-cuda-graphs`
 # replays each step as one CUDA graph.
 #
 # ## Numerics: the sampler's log-probs and the trainer's
