@@ -1192,8 +1192,8 @@ show_source(trainer.GRPOTrainer._update, start="updates = ", end="for mini in")
 # the same number of updates per rollout, each on a half or a quarter of the batch
 # instead of all of it; and the same two with the rows shuffled first, as TRL cuts
 # them. Every run keeps chapter 7's learning rate and its warm-up of 5 updates, and
-# the cosine schedule spans all its updates. The four mini-batch pairs ran on one
-# machine, the $\mu$ runs on another (each run's `README.md` names its CPU):
+# the cosine schedule spans all its updates. The four mini-batch pairs ran together
+# on one machine, days after the $\mu$ runs on another:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -1290,15 +1290,15 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
 # make $\mu$.
 #
 # Shuffled first, as TRL cuts them, the rows of a group spread over the
-# mini-batches. Each update then averages over completions of all 16 prompts
+# mini-batches. Each update then holds completions of nearly all 16 prompts
 # instead of the groups of 8 prompts (two mini-batches) or 4 (four), though its
-# advantages no longer sum to zero inside it. Here both seeds of each shuffled run end above both seeds of the same
-# split in order; two seeds are few, so take it as a hint rather than a rule. The
-# clip tells the two orders apart as well. A later mini-batch now holds completions
-# whose siblings, answers to the same prompt, an earlier update has already pushed,
-# so their ratios have moved further than those of an untouched group, and the
-# shuffled runs clip more often than the runs that keep groups whole, yet less often
-# than $\mu$ passes with as many updates.
+# advantages no longer sum to zero inside it. Here both seeds of each shuffled run
+# end above both seeds of the same split in order; two seeds are few, so take it as
+# a hint rather than a rule. The clip tells the two orders apart as well. A later
+# mini-batch now holds completions whose siblings, answers to the same prompt, an
+# earlier update has already pushed, so their ratios have moved further than those
+# of an untouched group, and the shuffled runs clip more often than the runs that
+# keep groups whole, yet less often than $\mu$ passes with as many updates.
 
 # %% [markdown]
 # (ch08-four-knobs)=

@@ -1695,7 +1695,7 @@ def mini_batches(chunks: list[slice], k: int) -> list[list[slice]]:
 
 def _mini_batch_problem(config: GRPOConfig) -> str | None:
     """What is wrong with ``num_mini_batches`` (``None``: nothing): each mini-batch
-    must hold whole groups and whole micro-batches."""
+    must hold whole groups (so that, unshuffled, it does) and whole micro-batches."""
     k, prompts = config.num_mini_batches, config.per_step_prompts
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         return (f"num_mini_batches={k!r}: an integer >= 1 (1: one optimizer update "
@@ -1723,11 +1723,13 @@ def mini_batch_order(config: GRPOConfig, step: int, rollout: Rollout,
     """The rollout and its advantages ``[B]`` in the order the update cuts into
     mini-batches: as sampled (whole groups, in order), or, with
     ``shuffle_mini_batches`` and more than one mini-batch, the rows shuffled as TRL
-    shuffles them, by one permutation drawn from ``(seed, step)`` (a resumed run
-    shuffles as the uninterrupted one). Every pass of the step uses the same order."""
+    shuffles them, by one permutation drawn from ``(seed, step)`` on a stream of its
+    own (spawn key 1; the rollouts' seeds have none), so a resumed run shuffles as the
+    uninterrupted one. Every pass of the step uses the same order."""
     if not (config.shuffle_mini_batches and config.num_mini_batches > 1):
         return rollout, advantages
-    order = np.random.default_rng([config.seed, step]).permutation(len(rollout))
+    stream = np.random.SeedSequence([config.seed, step], spawn_key=(1,))
+    order = np.random.default_rng(stream).permutation(len(rollout))
     rows = [int(i) for i in order]
     return (_select_rollout(rollout, rows, pad_id=0),  # no padding is added
             advantages[torch.as_tensor(rows, device=advantages.device)])

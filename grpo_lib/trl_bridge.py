@@ -357,7 +357,11 @@ NOT_A_TRL_SETTING: dict[str, str] = {
     "share_group_prompt": "speed only (the same log-probs to round-off); TRL "
                           "computes each prompt G times",
     "shuffle_mini_batches": "TRL always shuffles the rollout's rows before it cuts "
-                            "them into mini-batches: True is TRL's order",
+                            "them into micro-batches and mini-batches; True gives "
+                            "TRL's kind of split (another permutation) when "
+                            "num_mini_batches > 1, and with one mini-batch ours "
+                            "keeps the order, which only bnpo's and "
+                            "top_entropy_quantile's per-micro-batch terms notice",
     "print_every": "our console summary; TRL logs every logging_steps",
     "sample_every": "our samples.jsonl; TRL's log_completions prints a table every "
                     "logging step",

@@ -602,8 +602,8 @@ NO_VERL_EQUIVALENT: dict[str, tuple[Callable[[Any], bool], str]] = {
                     "vespo_lambda_neg")},
     "shuffle_mini_batches": (
         lambda c: c.shuffle_mini_batches and c.num_mini_batches > 1,
-        "verl 0.9.1's actor cuts its mini-batches in the batch's order "
-        "(data.split): set shuffle_mini_batches=False"),
+        "verl 0.9.1's FSDP actor cuts its mini-batches in the batch's order "
+        "(data.split; it ignores actor.shuffle): set shuffle_mini_batches=False"),
     "mask_truncated_completions": (
         lambda c: c.mask_truncated_completions,
         "verl 0.9.1 cannot leave truncated completions out of the loss (DAPO's "

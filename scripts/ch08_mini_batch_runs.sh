@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Chapter 8's runs with PPO's mini-batches (num_mini_batches: each rollout of 16
-# prompts x G=8 split into k mini-batches of whole groups, one optimizer update each,
+# prompts x G=8 split into k mini-batches, of whole groups unless the arm shuffles
+# the rows first, one optimizer update each,
 # the ratio taken against the policy that sampled the rollout), one change to chapter
 # 7's run, as the stored ch08_mu2 and ch08_mu4 pairs (the transformers rollout):
 #   mb2   num_mini_batches = 2: two updates of 8 prompts per rollout
@@ -10,9 +11,9 @@
 # seeds 0 and 1 side by side with one torch thread each; the held-out harness (500
 # problems, greedy) at steps 0, 75 and 150.
 #
-#   bash scripts/ch08_mini_batch_runs.sh   # all four arms, about 1 h on 2 cores
+#   bash scripts/ch08_mini_batch_runs.sh   # all four arms, 25-60 min on 2 cores
 #   ARMS=mb2 bash scripts/ch08_mini_batch_runs.sh
-# writes data/runs/ch08_mb<k>_seed{0,1}_cpu with its train.log (OUT=DIR: elsewhere).
+# writes data/runs/ch08_<arm>_seed{0,1}_cpu with its train.log (OUT=DIR: elsewhere).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-data/runs}

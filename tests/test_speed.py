@@ -144,4 +144,3 @@ def test_operator_counts_leave_out_one_time_work(tmp_path, monkeypatch):
     products = sum(v for k, v in calls.items() if k in (
         "aten::mm", "aten::addmm", "aten::bmm", "mkldnn::_linear_pointwise"))
     assert products == 6 * hf.config.num_hidden_layers + 1, calls
-

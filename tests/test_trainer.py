@@ -77,6 +77,13 @@ def _config(tmp_path, **overrides) -> GRPOConfig:
     return GRPOConfig(**values)
 
 
+def _shuffle(seed: int, step: int, rows: int = 8) -> np.ndarray:
+    """The permutation shuffle_mini_batches must draw: numpy's generator on the
+    (seed, step) seed sequence with spawn key 1, a stream apart from the rollouts'."""
+    stream = np.random.SeedSequence([seed, step], spawn_key=(1,))
+    return np.random.default_rng(stream).permutation(rows)
+
+
 def _params(model) -> torch.Tensor:
     return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
 
@@ -403,7 +410,7 @@ def test_mini_batches_are_updates_in_turn_from_the_old_policy(tokenizer, tmp_pat
     metrics = trainer.train()
     assert trainer.scheduler.last_epoch == 2  # two updates in one step
     rollout, _, _, adv = trainer._last_batch  # as sampled: groups in order
-    order = (torch.as_tensor(np.random.default_rng([0, 0]).permutation(8)) if shuffle
+    order = (torch.as_tensor(_shuffle(0, 0)) if shuffle
              else torch.arange(8))  # the rows in the order the update takes them
     halves = (order[:4], order[4:])
     if shuffle:  # the permutation mixes the two groups
@@ -444,7 +451,7 @@ def test_mini_batches_are_updates_in_turn_from_the_old_policy(tokenizer, tmp_pat
     reset = random_model(tokenizer, size="micro", seed=0).state_dict()
     start.load_state_dict(copy.deepcopy(reset))
     other = (torch.arange(4), torch.arange(4, 8)) if shuffle else (
-        torch.as_tensor(np.random.default_rng([0, 0]).permutation(8)).split(4))
+        torch.as_tensor(_shuffle(0, 0)).split(4))
     assert not torch.equal(by_hand(off_policy=True, halves=other)[0], _params(model))
 
 
@@ -463,12 +470,15 @@ def test_mini_batch_order_shuffles_rows_per_step_only_when_asked(tokenizer, tmp_
     orders = []
     for step in (0, 1):
         moved, moved_adv = mini_batch_order(shuffled, step, rollout, adv)
-        rows = torch.as_tensor(np.random.default_rng([0, step]).permutation(8))
+        rows = torch.as_tensor(_shuffle(0, step))
         for name in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
                      "finished"):
             assert torch.equal(getattr(moved, name), getattr(rollout, name)[rows])
         assert torch.equal(moved_adv, adv[rows])
         assert moved.texts == [rollout.texts[i] for i in rows]
+        assert moved.prompts == [rollout.prompts[i] for i in rows]
+        assert rollout.sampler_logprobs is not None  # the fast engine's, reordered too
+        assert torch.equal(moved.sampler_logprobs, rollout.sampler_logprobs[rows])
         orders.append(rows.tolist())
         again = mini_batch_order(shuffled, step, rollout, adv)[1]
         assert torch.equal(again, moved_adv)  # the same step shuffles the same way

@@ -450,7 +450,7 @@ REFUSED = [
     ({"model_dtype": "auto"}, "model_dtype='auto'"),
     ({"top_entropy_quantile": 0.2}, "no high-entropy token mask"),
     ({"off_policy_mask_threshold": 0.5}, "no off-policy sequence mask"),
-    ({"num_mini_batches": 2, "shuffle_mini_batches": True}, "(data.split)"),
+    ({"num_mini_batches": 2, "shuffle_mini_batches": True}, "(data.split;"),
     ({"beta": 0.04, "use_bias_correction_kl": False, "sync_ref_model": True},
      "no reference sync"),
 ]
