@@ -1282,23 +1282,22 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
 # update has touched yet, whose ratios moved only as far as the updates on other
 # groups carried them; that is why the mini-batch runs that keep groups whole clip
 # several times less often than the passes with as many updates. At chapter 7's
-# learning rate, four updates per rollout cost held-out accuracy in every way tried,
-# and two cost some in every way but shuffled mini-batches, whose seeds overlap those
-# of $\mu = 1$. The compute differs as well: however
-# many mini-batches, one pass makes one forward and backward pass over the batch, as
-# $\mu = 1$ does, plus the forward pass for the old log-probs, where $\mu$ passes
-# make $\mu$.
+# learning rate, more than one update per rollout cost held-out accuracy in every way
+# tried. The compute differs as well: however many mini-batches, one pass makes one
+# forward and backward pass over the batch, as $\mu = 1$ does, plus the forward pass
+# for the old log-probs, where $\mu$ passes make $\mu$.
 #
 # Shuffled first, as TRL cuts them, the rows of a group spread over the
 # mini-batches. Each update then holds completions of nearly all 16 prompts
 # instead of the groups of 8 prompts (two mini-batches) or 4 (four), though its
-# advantages no longer sum to zero inside it. Here both seeds of each shuffled run
-# end above both seeds of the same split in order; two seeds are few, so take it as
-# a hint rather than a rule. The clip tells the two orders apart as well. A later
-# mini-batch now holds completions whose siblings, answers to the same prompt, an
-# earlier update has already pushed, so their ratios have moved further than those
-# of an untouched group, and the shuffled runs clip more often than the runs that
-# keep groups whole, yet less often than $\mu$ passes with as many updates.
+# advantages no longer sum to zero inside it. On held-out accuracy two seeds do not
+# show either order training better: with two mini-batches both shuffled seeds end
+# below both seeds in order, with four the seeds overlap. The clip does tell the two
+# orders apart. A later mini-batch now holds completions whose siblings, answers to
+# the same prompt, an earlier update has already pushed, so their ratios have moved
+# further than those of an untouched group, and the shuffled runs clip more often
+# than the runs that keep groups whole, yet less often than $\mu$ passes with as
+# many updates.
 
 # %% [markdown]
 # (ch08-four-knobs)=
