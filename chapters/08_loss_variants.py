@@ -1255,6 +1255,7 @@ plt.show()
 # %%
 # NBVAL_IGNORE_OUTPUT
 mt = mini_table
+in_order = {n: n.split(",")[0] for n in mt.index if "shuffled" in n}  # its twin
 
 
 def mu_name(k):
@@ -1267,9 +1268,9 @@ say(f"- Held-out strict accuracy after 150 steps, mean of two seeds (range): "
     + "; ".join(f"{n}: {versus(n)}, {versus(n, 'mu = ' + n[0], mu_name(n[0]))}"
                 for n in mt.index if "mini" in n and "shuffled" not in n) + ".\n"
     f"- Shuffled against in order: " + "; ".join(
-        f"{n}: {versus(n)}, {versus(n, n.split(',')[0], n.split(',')[0])}, "
-        f"{mt.loc[n, 'clip fraction'] / mt.loc[n.split(',')[0], 'clip fraction']:.1f}"
-        f" times its clip fraction" for n in mt.index if "shuffled" in n) + ".\n"
+        f"{n}: {versus(n)}, {versus(n, twin, twin)}, "
+        f"{mt.loc[n, 'clip fraction'] / mt.loc[twin, 'clip fraction']:.1f} times its "
+        f"clip fraction" for n, twin in in_order.items()) + ".\n"
     f"- Clip fraction, mean over the steps: " + ", ".join(
         f"{n} {mt.loc[n, 'clip fraction']:.2%}" for n in mt.index) + ".\n"
     f"- Entropy over the last 25 steps: " + ", ".join(

@@ -682,7 +682,7 @@ def _check_groups_share_prompts(ids: torch.Tensor, mask: torch.Tensor, G: int) -
                              f"group; rows must be group-major (G rows per prompt).")
 
 
-def _select_rollout(rollout: Rollout, rows: list[int], pad_id: int) -> Rollout:
+def _select_rollout(rollout: Rollout, rows: list[int]) -> Rollout:
     """The rows ``rows`` of a rollout (used to drop zero-variance groups)."""
     idx = torch.tensor(rows, dtype=torch.long, device=rollout.completion_ids.device)
     return Rollout(
@@ -999,7 +999,7 @@ class GRPOTrainer(TrainingLoop):
             for g, ok in enumerate(informative):
                 if ok and n_kept < cfg.per_step_prompts:
                     idx = list(range(g * G, (g + 1) * G))
-                    kept.append(_select_rollout(rollout, idx, self._pad_id))
+                    kept.append(_select_rollout(rollout, idx))
                     kept_rows.append(rows[g]), kept_rewards.append(rewards[idx])
                     n_kept += 1
             if n_kept >= cfg.per_step_prompts:
@@ -1731,5 +1731,5 @@ def mini_batch_order(config: GRPOConfig, step: int, rollout: Rollout,
     stream = np.random.SeedSequence([config.seed, step], spawn_key=(1,))
     order = np.random.default_rng(stream).permutation(len(rollout))
     rows = [int(i) for i in order]
-    return (_select_rollout(rollout, rows, pad_id=0),  # no padding is added
+    return (_select_rollout(rollout, rows),
             advantages[torch.as_tensor(rows, device=advantages.device)])
